@@ -1,0 +1,201 @@
+"""Turn a Hugging Face ``config.json`` into a model card.
+
+Field rules follow the engines (vLLM ``model_arch_config_convertor.py``):
+
+- head size: ``head_dim`` if present, else ``hidden_size // num_attention_heads``;
+- KV heads: ``num_key_value_heads``, ``num_kv_heads``, ``n_head_kv``, ``multi_query_group_num``,
+  ``num_attention_groups``, else the attention heads; an old Falcon ``multi_query`` config
+  without ``new_decoder_architecture`` has one KV head;
+- layer kinds: ``layer_types`` when present; Gemma-2 alternates sliding/global (even layers
+  slide); Gemma-3 ``sliding_window_pattern`` N makes every N-th layer global; a
+  ``sliding_window`` with no pattern slides on every layer unless ``use_sliding_window`` is
+  false; ``kv_lora_rank`` means MLA; Qwen3-Next mixes Gated DeltaNet and full attention
+  every ``full_attention_interval`` layers.
+
+``params_total`` is derived by closed form from the config (embeddings, attention, MLP or
+experts, norms) and marked as derived; a shipped card states a published cross-check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from kvplan.cards.loader import describe_validation_error, read_json
+from kvplan.cards.schema import ModelCard
+from kvplan.errors import CardError
+
+_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
+
+
+def _first(cfg: dict, *keys, default=None):
+    for key in keys:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return default
+
+
+def _layer_kinds(cfg: dict, n_layers: int) -> list[str]:
+    """'full', 'sliding' or 'linear' for every layer, per the rules in the module docstring."""
+    model_type = cfg.get("model_type", "")
+    if isinstance(cfg.get("layer_types"), list) and len(cfg["layer_types"]) == n_layers:
+        mapping = {"sliding_attention": "sliding", "full_attention": "full", "linear_attention": "linear",
+                   "chunked_attention": "sliding", "attention": "full"}
+        return [mapping.get(t, "full") for t in cfg["layer_types"]]
+    if model_type == "qwen3_next":
+        interval = cfg.get("full_attention_interval", 4)
+        return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n_layers)]
+    window = cfg.get("sliding_window")
+    if not window or cfg.get("use_sliding_window") is False:
+        return ["full"] * n_layers
+    if model_type.startswith("gemma2"):
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n_layers)]
+    pattern = cfg.get("sliding_window_pattern")
+    if model_type.startswith("gemma3") and pattern:
+        return ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(n_layers)]
+    return ["sliding"] * n_layers
+
+
+def _groups(cfg: dict, n_layers: int, heads: int, kv_heads: int, head_dim: int) -> list[dict]:
+    if cfg.get("kv_lora_rank"):
+        return [{
+            "kind": "mla", "count": n_layers, "num_heads": heads,
+            "kv_lora_rank": cfg["kv_lora_rank"], "qk_rope_head_dim": cfg["qk_rope_head_dim"],
+            "qk_nope_head_dim": cfg["qk_nope_head_dim"], "v_head_dim": cfg["v_head_dim"],
+        }]
+    kinds = _layer_kinds(cfg, n_layers)
+    groups = []
+    for kind in ("sliding", "full", "linear"):
+        count = kinds.count(kind)
+        if not count:
+            continue
+        if kind == "linear":
+            key_dim = cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"]
+            value_dim = cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"]
+            groups.append({
+                "kind": "linear", "count": count,
+                "conv_state_elements": (2 * key_dim + value_dim) * (cfg["linear_conv_kernel_dim"] - 1),
+                "recurrent_state_elements": cfg["linear_num_value_heads"] * cfg["linear_key_head_dim"]
+                * cfg["linear_value_head_dim"],
+            })
+            continue
+        group = {"kind": kind, "count": count, "num_kv_heads": kv_heads, "head_dim": head_dim}
+        if kind == "sliding":
+            group["window"] = cfg["sliding_window"]
+        groups.append(group)
+    return groups
+
+
+def _moe(cfg: dict, n_layers: int, hidden: int) -> dict | None:
+    experts = _first(cfg, "n_routed_experts", "num_local_experts", "num_experts")
+    if not experts or experts <= 1:
+        return None
+    inter = _first(cfg, "moe_intermediate_size", "intermediate_size")
+    dense_first = cfg.get("first_k_dense_replace", 0) or 0
+    sparse_step = cfg.get("decoder_sparse_step", 1) or 1
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    moe_layers = sum(
+        1 for i in range(n_layers)
+        if i >= dense_first and i not in mlp_only and (i + 1) % sparse_step == 0
+    )
+    shared = cfg.get("n_shared_experts") or (1 if cfg.get("shared_expert_intermediate_size") else 0)
+    return {
+        "num_experts": experts,
+        "experts_per_token": _first(cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token"),
+        "num_moe_layers": moe_layers, "expert_params": 3 * hidden * inter, "num_shared_experts": shared,
+    }
+
+
+def _params(cfg: dict, card: dict) -> int:
+    """Closed-form parameter count: embeddings + attention + MLP/experts + norms (derived)."""
+    hidden, vocab = card["hidden_size"], card["vocab_size"]
+    heads = card["num_attention_heads"]
+    total = vocab * hidden * (1 if card["tie_word_embeddings"] else 2) + hidden
+    gated = cfg.get("model_type") not in ("opt", "falcon", "gpt2", "gpt_neox")
+    inter = card.get("intermediate_size") or 4 * hidden
+    moe = card.get("moe")
+    n_layers = sum(g["count"] for g in card["layer_groups"])
+    for g in card["layer_groups"]:
+        if g["kind"] == "mla":
+            q_rank = cfg.get("q_lora_rank")
+            qk = g["qk_nope_head_dim"] + g["qk_rope_head_dim"]
+            q = hidden * q_rank + q_rank * heads * qk + q_rank if q_rank else hidden * heads * qk
+            kv = hidden * (g["kv_lora_rank"] + g["qk_rope_head_dim"]) + g["kv_lora_rank"]
+            kv += g["kv_lora_rank"] * heads * (g["qk_nope_head_dim"] + g["v_head_dim"])
+            attn = q + kv + heads * g["v_head_dim"] * hidden
+        elif g["kind"] == "linear":
+            key_dim = cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"]
+            value_dim = cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"]
+            attn = hidden * (2 * key_dim + 2 * value_dim + 2 * cfg["linear_num_value_heads"])
+            attn += (2 * key_dim + value_dim) * cfg["linear_conv_kernel_dim"] + value_dim * hidden
+        else:
+            d, kvh = g["head_dim"], g["num_kv_heads"]
+            attn = hidden * d * (heads + 2 * kvh) + heads * d * hidden
+        total += g["count"] * (attn + 2 * hidden)
+    mlp_dense = (3 if gated else 2) * hidden * inter
+    if moe:
+        shared_inter = cfg.get("shared_expert_intermediate_size") or cfg.get("moe_intermediate_size") or inter
+        per_moe = moe["num_experts"] * moe["expert_params"] + hidden * moe["num_experts"]
+        per_moe += moe["num_shared_experts"] * 3 * hidden * shared_inter
+        total += moe["num_moe_layers"] * per_moe + (n_layers - moe["num_moe_layers"]) * mlp_dense
+    else:
+        total += n_layers * mlp_dense
+    return int(total)
+
+
+def card_dict_from_config(cfg: dict, name: str, source: str) -> dict:
+    """The card fields for one config (``text_config`` of multimodal configs is merged in)."""
+    if isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg, **cfg["text_config"]}
+    hidden = _first(cfg, "hidden_size", "n_embd", "d_model")
+    heads = _first(cfg, "num_attention_heads", "n_head", "num_heads")
+    n_layers = _first(cfg, "num_hidden_layers", "n_layer", "num_layers")
+    vocab = cfg.get("vocab_size")
+    missing = [k for k, v in {"hidden_size": hidden, "num_attention_heads": heads,
+                              "num_hidden_layers": n_layers, "vocab_size": vocab}.items() if not v]
+    if missing:
+        raise CardError(f"{source}: config has no {', '.join(missing)}",
+                        "is this a Hugging Face decoder config.json?")
+    kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                      "num_attention_groups")
+    if kv_heads is None:
+        multi_query = cfg.get("multi_query") and not cfg.get("new_decoder_architecture")
+        kv_heads = 1 if multi_query else heads
+    head_dim = cfg.get("head_dim") or hidden // heads
+    card = {
+        "name": name, "family": cfg.get("model_type", "unknown"),
+        "source": [source],
+        "notes": "imported from config.json by kvplan; params_total derived by closed form",
+        "params_total": 1, "hidden_size": hidden, "vocab_size": vocab, "num_attention_heads": heads,
+        "intermediate_size": _first(cfg, "intermediate_size", "ffn_dim", "ffn_hidden_size"),
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", cfg.get("model_type") in ("opt",))),
+        "max_context": _first(cfg, "max_position_embeddings", "max_sequence_length", "seq_length", default=2048),
+        "dtype": _DTYPES.get(str(_first(cfg, "torch_dtype", "dtype", default="bfloat16")), "bf16"),
+        "layer_groups": _groups(cfg, n_layers, heads, kv_heads, head_dim),
+    }
+    moe = _moe(cfg, n_layers, hidden)
+    if moe:
+        card["moe"] = moe
+    card["params_total"] = _params(cfg, card)
+    if moe:
+        idle = moe["num_moe_layers"] * (moe["num_experts"] - moe["experts_per_token"]) * moe["expert_params"]
+        card["params_active"] = card["params_total"] - idle
+    return card
+
+
+def card_from_config_file(path: Path, name: str | None = None) -> ModelCard:
+    """Import ``path`` (a config.json) as a validated model card."""
+    cfg = read_json(path)
+    stem = path.parent.name if path.name == "config.json" else path.stem
+    card_name = name or "".join(c if c.isalnum() or c in ".-" else "-" for c in stem.lower()).strip("-.") or "imported"
+    try:
+        data = card_dict_from_config(cfg, card_name, str(path))
+    except (KeyError, TypeError, ZeroDivisionError) as exc:
+        raise CardError(f"{path}: config is missing or has a bad field {exc}",
+                        "kvplan imports decoder configs of Llama, Qwen, Mistral, Mixtral, DeepSeek, "
+                        "Gemma, gpt-oss, Falcon, Phi-3, OPT, GLM and Qwen3-Next") from None
+    try:
+        return ModelCard.model_validate(data)
+    except ValidationError as exc:
+        raise CardError(*describe_validation_error(str(path), exc)) from None

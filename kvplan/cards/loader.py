@@ -1,0 +1,168 @@
+"""Finding and loading cards: shipped ones, user directories, files and Hugging Face configs.
+
+Search order for a name: directories given with ``--cards``, then ``KVPLAN_CARDS_PATH``
+(``os.pathsep``-separated), then the cards shipped with kvplan. A card matches by its name
+or any alias, case-insensitively. A model may also be given as a path to a card file
+(``.yaml``) or to a Hugging Face ``config.json``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
+from kvplan.errors import CardError, InputError, UnknownCardError
+
+CardT = TypeVar("CardT", bound=BaseModel)
+KINDS = {"model": ("model_cards", ModelCard), "hardware": ("hardware_cards", HardwareCard),
+         "system": ("system_cards", SystemCard)}
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def shipped_dir(kind: str) -> Path:
+    """The shipped card directory: inside the wheel, or at the top of a source checkout."""
+    folder = KINDS[kind][0]
+    package = Path(__file__).resolve().parent.parent
+    inside = package / "_cards" / folder
+    return inside if inside.is_dir() else package.parent / folder
+
+
+def search_dirs(kind: str, extra: list[Path] | tuple[Path, ...] = ()) -> list[Path]:
+    folder = KINDS[kind][0]
+    dirs: list[Path] = []
+    env = os.environ.get("KVPLAN_CARDS_PATH", "")
+    for base in [*map(Path, extra), *(Path(p) for p in env.split(os.pathsep) if p)]:
+        dirs.append(base / folder if (base / folder).is_dir() else base)
+    dirs.append(shipped_dir(kind))
+    return dirs
+
+
+def describe_validation_error(path: str, error: ValidationError) -> tuple[str, str]:
+    """First problem of a pydantic error as 'file: field: message (got value)', and a hint."""
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(card)"
+    message = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {got!r})"
+    more = len(error.errors()) - 1
+    hint = f"{more} more problem(s) in this card; run 'kvplan cards validate {path}'" if more else (
+        "see 'kvplan cards show' of a shipped card for the expected fields")
+    return f"{path}: {where}: {message}{suffix}", hint
+
+
+def parse_card(path: Path, schema: type[CardT]) -> CardT:
+    """Read one YAML card; errors name the file and the field."""
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except OSError as exc:
+        raise CardError(f"{path}: cannot read: {exc.strerror}", "check the path") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise CardError(f"{path}:{where} is not valid YAML", "fix the syntax; cards are YAML mappings") from None
+    if not isinstance(data, dict):
+        raise CardError(f"{path}: a card must be a YAML mapping", "see the shipped cards for examples")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise CardError(*describe_validation_error(str(path), exc)) from None
+
+
+@lru_cache(maxsize=None)
+def _index(kind: str, dirs: tuple[Path, ...]) -> dict[str, Path]:
+    """name and aliases (lower-cased) -> file, earlier directories winning."""
+    index: dict[str, Path] = {}
+    for directory in reversed(dirs):
+        for path in sorted(directory.glob("*.yaml")):
+            index[path.stem.lower()] = path
+            try:
+                data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+            except (OSError, yaml.YAMLError):
+                continue  # reported when this card itself is asked for
+            if isinstance(data, dict):
+                for alias in [data.get("name"), *(data.get("aliases") or [])]:
+                    if isinstance(alias, str):
+                        index[alias.lower()] = path
+    return index
+
+
+def card_files(kind: str, extra: tuple[Path, ...] = ()) -> list[Path]:
+    """Every card file of a kind, one per name (user directories shadow shipped cards)."""
+    seen: dict[str, Path] = {}
+    for directory in search_dirs(kind, extra):
+        for path in sorted(directory.glob("*.yaml")):
+            seen.setdefault(path.stem, path)
+    return [seen[k] for k in sorted(seen)]
+
+
+def find_card(kind: str, name: str, extra: tuple[Path, ...] = ()) -> Path:
+    dirs = search_dirs(kind, extra)
+    key = name.lower()
+    for directory in dirs:  # fast path: the file named like the card
+        candidate = directory / f"{key}.yaml"
+        if candidate.is_file():
+            return candidate
+    index = _index(kind, tuple(dirs))
+    if key in index:
+        return index[key]
+    names = sorted({p.stem for p in index.values()})
+    suggestions = difflib.get_close_matches(key, names + list(index), n=3, cutoff=0.5)
+    ordered = list(dict.fromkeys(index[s].stem if s in index else s for s in suggestions))
+    raise UnknownCardError(kind, name, ordered)
+
+
+def load_model(name_or_path: str, extra: tuple[Path, ...] = ()) -> ModelCard:
+    """A model card by name, alias, card path or Hugging Face ``config.json`` path."""
+    path = Path(name_or_path)
+    if path.suffix == ".json" or (path.is_file() and path.suffix != ".yaml"):
+        from kvplan.cards.hf_import import card_from_config_file
+
+        return card_from_config_file(path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise InputError(f"no card file at '{name_or_path}'", "check the path")
+        return parse_card(path, ModelCard)
+    return parse_card(find_card("model", name_or_path, extra), ModelCard)
+
+
+def load_hardware(name_or_path: str, extra: tuple[Path, ...] = ()) -> HardwareCard:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise InputError(f"no card file at '{name_or_path}'", "check the path")
+        return parse_card(path, HardwareCard)
+    return parse_card(find_card("hardware", name_or_path, extra), HardwareCard)
+
+
+def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise InputError(f"no card file at '{name_or_path}'", "check the path")
+        return parse_card(path, SystemCard)
+    return parse_card(find_card("system", name_or_path, extra), SystemCard)
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"no file at '{path}'", "check the path to config.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}", "check the file") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
+            "pass a Hugging Face config.json, or a card name",
+        ) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a config.json must hold a JSON object", "pass a Hugging Face config.json")
+    return data

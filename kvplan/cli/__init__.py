@@ -1,0 +1,24 @@
+"""The ``kvplan`` command line: one module per command, wired here."""
+
+from __future__ import annotations
+
+import typer
+
+from kvplan.cli import cards
+from kvplan.cli.fit import fit_command
+from kvplan.cli.size import size_command
+
+app = typer.Typer(
+    name="kvplan",
+    help="Analytical KV-cache capacity planner for LLM inference: size, fit, latency, PD and tiers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("size")(size_command)
+app.command("fit")(fit_command)
+app.add_typer(cards.app, name="cards")
+
+
+def main() -> None:
+    app()

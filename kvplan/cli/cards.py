@@ -1,0 +1,75 @@
+"""``kvplan cards list | show | validate | import``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+import yaml
+
+from kvplan.cards.catalog import import_config, list_cards, show_card, validate_paths
+from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.errors import CardError
+from kvplan.report.render import write_atomic
+
+app = typer.Typer(help="List, show, validate and import model, hardware and system cards.", no_args_is_help=True)
+
+
+@app.command("list")
+@handle_errors
+def list_command(
+    kind: Annotated[str, typer.Argument(help="model, hardware or system.")] = "model",
+    fmt: FormatOpt = "table", output: OutputOpt = None, cards: CardsOpt = None,
+) -> None:
+    """List the cards kvplan can see (shipped, KVPLAN_CARDS_PATH, --cards)."""
+    emit(list_cards(kind, cards_dirs(cards)), fmt, output)
+
+
+@app.command("show")
+@handle_errors
+def show_command(
+    name: Annotated[str, typer.Argument(help="Card name, alias or file.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="yaml or json.")] = "yaml",
+    cards: CardsOpt = None,
+) -> None:
+    """Print one card with every field and its sources."""
+    kind, data = show_card(name, cards_dirs(cards))
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"kind": kind, **data}, indent=2) + "\n")
+    elif fmt == "yaml":
+        sys.stdout.write(f"# {kind} card\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    else:
+        raise CardError(f"unknown format '{fmt}' for cards show", "choose yaml or json")
+
+
+@app.command("validate")
+@handle_errors
+def validate_command(
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Card files or directories (default: all).")] = None,
+    fmt: FormatOpt = "table", cards: CardsOpt = None,
+) -> None:
+    """Validate cards against the schema; exit 2 if any is invalid."""
+    result = validate_paths(list(paths or []), cards_dirs(cards))
+    try:
+        emit(result, fmt, None)
+    except typer.Exit:
+        raise typer.Exit(2) from None
+
+
+@app.command("import")
+@handle_errors
+def import_command(
+    config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
+    name: Annotated[Optional[str], typer.Option("--name", help="Card name (default: from the path).")] = None,
+    output: OutputOpt = None,
+) -> None:
+    """Turn a Hugging Face config.json into a model card (YAML)."""
+    text = import_config(config, name)
+    if output is not None:
+        write_atomic(output, text)
+        typer.echo(f"Wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,46 @@
+"""``kvplan size MODEL``: KV bytes per token, per sequence, per GPU and in total."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
+                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit, handle_errors)
+from kvplan.plans.size import size
+from kvplan.units import parse_list, parse_tokens
+
+
+def parse_ints(text: str, what: str) -> list[int]:
+    return parse_list(text, parse_tokens, what=what)
+
+
+def parse_names(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+@handle_errors
+def size_command(
+    model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
+    seq: SeqOpt = "128k",
+    batch: BatchOpt = "1",
+    kv_dtype: KVDtypeOpt = "auto",
+    tp: TPOpt = "1",
+    pp: PPOpt = 1,
+    engine: EngineOpt = "vllm",
+    block_size: BlockOpt = None,
+    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
+        "--max-num-batched-tokens", help="vLLM: bounds sliding-window tokens in flight (default 8192).")] = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """KV-cache size: per token (one copy), per GPU (with replication), per sequence, in total."""
+    result = size(
+        model, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"), parse_names(kv_dtype),
+        parse_ints(tp, "--tp"), pp, parse_names(engine), block_size=block_size,
+        max_num_batched_tokens=max_num_batched_tokens, cards=cards_dirs(cards),
+    )
+    emit(result, fmt, output, explain)

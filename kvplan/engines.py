@@ -1,0 +1,118 @@
+"""Engine profiles: how each serving engine stores the KV cache and budgets memory for it.
+
+Every default here is version-dependent engine behaviour, cited to the engine's source
+(see ENGINES.md of the project's design notes). A profile changes *how* the same model
+state is stored (block rounding, MLA compression, sliding-window retention, state dtypes)
+and *how much* memory the engine gives the cache (fraction of total vs of free memory).
+
+=========  ===========================================  ========  =====  =================
+profile    KV budget                                    fraction  block  MLA
+=========  ===========================================  ========  =====  =================
+vllm       total × util − weights − act − non-torch     0.90      16     latent, per rank
+           − cudagraph (vllm/v1/worker/gpu_worker.py)
+sglang     fraction × total − weights (no profiling)    derived   1      latent, per rank
+trtllm     fraction × (total − weights − act − other)   0.90      32     latent, K-only
+hf         everything left after weights (DynamicCache) —         —      decompressed K/V
+ideal      total × util − weights                       0.90      —      latent
+=========  ===========================================  ========  =====  =================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.errors import InputError
+
+Budget = Literal["fraction_of_total", "fraction_of_total_preload", "fraction_of_free", "all_free"]
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """How one engine lays out and budgets the KV cache.
+
+    ``sliding_extra_tokens``: vLLM keeps ``W − 1 + max_num_batched_tokens`` tokens of a
+    sliding-window layer in flight and one extra page (``SlidingWindowSpec``); transformers
+    keeps ``W − 1``; SGLang and TensorRT-LLM keep ``W``.
+    """
+
+    name: str
+    budget: Budget
+    block_size: int | None
+    mla_decompressed: bool
+    shards_heads: bool
+    sliding_retained: Literal["vllm", "window", "window_minus_one"]
+    sliding_extra_pages: int
+    recurrent_state_fp32: bool
+    default_utilization: float | None
+    source: str
+
+
+PROFILES: dict[str, EngineProfile] = {
+    "vllm": EngineProfile(
+        name="vllm", budget="fraction_of_total", block_size=16, mla_decompressed=False,
+        shards_heads=True, sliding_retained="vllm", sliding_extra_pages=1,
+        recurrent_state_fp32=False, default_utilization=0.9,
+        source="vllm/config/cache.py; vllm/v1/kv_cache_interface.py; vllm/v1/worker/gpu_worker.py",
+    ),
+    "sglang": EngineProfile(
+        name="sglang", budget="fraction_of_total_preload", block_size=1, mla_decompressed=False,
+        shards_heads=True, sliding_retained="window", sliding_extra_pages=0,
+        recurrent_state_fp32=True, default_utilization=None,
+        source="python/sglang/srt/server_args.py; model_executor/model_runner_kv_cache_mixin.py",
+    ),
+    "trtllm": EngineProfile(
+        name="trtllm", budget="fraction_of_free", block_size=32, mla_decompressed=False,
+        shards_heads=True, sliding_retained="window", sliding_extra_pages=0,
+        recurrent_state_fp32=False, default_utilization=0.9,
+        source="tensorrt_llm/llmapi/llm_args.py (KvCacheConfig); tensorrt_llm/_torch/pyexecutor/_util.py",
+    ),
+    "hf": EngineProfile(
+        name="hf", budget="all_free", block_size=None, mla_decompressed=True,
+        shards_heads=False, sliding_retained="window_minus_one", sliding_extra_pages=0,
+        recurrent_state_fp32=False, default_utilization=None,
+        source="transformers src/transformers/cache_utils.py (DynamicCache); modeling_deepseek_v3.py",
+    ),
+    "ideal": EngineProfile(
+        name="ideal", budget="fraction_of_total", block_size=None, mla_decompressed=False,
+        shards_heads=True, sliding_retained="window", sliding_extra_pages=0,
+        recurrent_state_fp32=False, default_utilization=0.9,
+        source="kvplan: logical bytes, no paging, no engine overheads",
+    ),
+}
+
+ENGINE_NAMES = tuple(PROFILES)
+
+# vLLM V1 on a GPU with >= 70 GiB: max_num_batched_tokens defaults to 8192 for the OpenAI
+# server (vllm/engine/arg_utils.py: _set_default_args). It bounds the sliding-window tokens in flight.
+VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+
+
+def get_profile(name: str) -> EngineProfile:
+    """The profile named ``name``; an InputError listing the valid names otherwise."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise InputError(
+            f"unknown engine '{name}'", f"choose one of: {', '.join(ENGINE_NAMES)}"
+        ) from None
+
+
+def sglang_mem_fraction_static(
+    gpu_memory_bytes: float, tp: int = 1, pp: int = 1,
+    chunked_prefill_size: int = 8192, cuda_graph_max_bs: int | None = None,
+) -> float:
+    """SGLang's default ``mem_fraction_static`` (python/sglang/srt/server_args.py, v0.5.x).
+
+    reserve_MiB = 512 + 1.5 × max(chunked_prefill_size, 2048) + 2 × cuda_graph_max_bs
+                  + 1024 × tp × pp / 8, at least 10 GiB on GPUs above 60 GiB;
+    fraction = round((gpu_MiB − reserve_MiB) / gpu_MiB, 3).
+    ``cuda_graph_max_bs`` defaults to 256 below tp 4 and 512 from tp 4 (60–160 GiB class).
+    """
+    gpu_mib = gpu_memory_bytes / 2**20
+    if cuda_graph_max_bs is None:
+        cuda_graph_max_bs = 256 if tp < 4 else 512
+    reserve_mib = 512 + 1.5 * max(chunked_prefill_size, 2048) + 2 * cuda_graph_max_bs + 1024 * tp * pp / 8
+    if gpu_mib > 60 * 1024:
+        reserve_mib = max(reserve_mib, 10 * 1024)
+    return round((gpu_mib - reserve_mib) / gpu_mib, 3)

@@ -1,0 +1,156 @@
+"""``kvplan fit``: does the KV cache fit, and how many blocks, tokens and sequences does one GPU hold.
+
+Reproduces the engines' start-up arithmetic (ENGINES.md §1–§3):
+
+    kv_cache_memory = the engine's budget rule (kvplan.calc.memory.kv_budget)
+    block_bytes     = block_size × KV bytes per token on the rank (all its layers)
+    num_blocks      = floor(kv_cache_memory / block_bytes)
+    kv_cache_tokens = num_blocks × block_size
+    max_concurrency = num_blocks × block_bytes / bytes one max_model_len request needs
+                      (= num_blocks / cdiv(max_model_len, block_size) for full attention)
+    max context at the requested concurrency: the largest L with batch × bytes(L) ≤ budget.
+
+Every rank computes the same budget; the heaviest pipeline stage decides.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.calc.kv import kv_layout
+from kvplan.calc.memory import activation_peak_bytes, kv_budget, num_blocks, weight_bytes
+from kvplan.cards.loader import load_hardware, load_model
+from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, sglang_mem_fraction_static
+from kvplan.errors import InputError
+from kvplan.plans.size import as_list, check_positive, size_rows
+from kvplan.result import Result
+from kvplan.units import format_bytes
+
+FIT_COLUMNS = [
+    "model", "hardware", "seq_len", "batch", "kv_dtype", "tp", "engine",
+    "weights_bytes_per_gpu", "kv_cache_memory_bytes", "num_blocks", "kv_cache_tokens",
+    "max_concurrency", "max_context_at_batch", "fits",
+]
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Figures an engine printed at start-up, to reproduce it exactly; None = kvplan's default."""
+
+    gpu_memory_bytes: float | None = None
+    weights_bytes: float | None = None
+    activation_bytes: float | None = None
+    non_torch_bytes: float | None = None
+    cudagraph_bytes: float | None = None
+    kv_cache_memory_bytes: float | None = None
+
+
+def _utilization(engine: str, hw_bytes: float, tp: int, pp: int, given: float | None, notes: list) -> float:
+    if given is not None:
+        if not 0 < given <= 1:
+            raise InputError(f"--gpu-memory-utilization must be in (0, 1] (got {given})", "vLLM's default is 0.9")
+        return given
+    profile = get_profile(engine)
+    if engine == "sglang":
+        fraction = sglang_mem_fraction_static(hw_bytes, tp, pp)
+        notes.append(f"sglang mem_fraction_static {fraction} from its default reserve formula (server_args.py)")
+        return fraction
+    if profile.default_utilization is None:
+        return 1.0
+    return profile.default_utilization
+
+
+def fit(
+    model: str | ModelCard, hardware: str | HardwareCard, seq: int | Sequence[int] = 8192,
+    batch: int | Sequence[int] = 1, kv_dtype: str | Sequence[str] = "auto", tp: int | Sequence[int] = 1,
+    pp: int = 1, engine: str | Sequence[str] = "vllm", *, weights_dtype: str = "auto",
+    gpu_memory_utilization: float | None = None, block_size: int | None = None,
+    max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
+    overrides: Overrides = Overrides(), allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+) -> Result:
+    """Memory budget, blocks, tokens and concurrency for ``model`` on ``hardware`` (one GPU's view)."""
+    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+    hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
+    seqs, batches = as_list(seq), as_list(batch)
+    check_positive("--max-model-len", seqs)
+    check_positive("--batch", batches)
+    if max(seqs) > card.max_context and not allow_long_context:
+        raise InputError(
+            f"--max-model-len {max(seqs):,} exceeds {card.name}'s max_position_embeddings ({card.max_context:,})",
+            "lower it, or pass --allow-long-context if the deployment extends the context (RoPE scaling)",
+        )
+    gpu_bytes = overrides.gpu_memory_bytes or hw.hbm_capacity_bytes
+    mnbt = max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    rows, explain, notes = [], [], []
+    if overrides.gpu_memory_bytes is None:
+        notes.append(f"GPU memory {format_bytes(gpu_bytes)} from the {hw.name} card ({hw.hbm_capacity_basis} figure)")
+    for dtype, t, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(engine)):
+        profile = get_profile(eng)
+        layout = kv_layout(card, profile, dtype, t, pp, block_size=block_size, max_num_batched_tokens=mnbt)
+        util = _utilization(eng, gpu_bytes, t, pp, gpu_memory_utilization, notes)
+        weights = overrides.weights_bytes
+        if weights is None:
+            weights = weight_bytes(card, weights_dtype) / (t * pp)
+        uses_profiling = profile.budget in ("fraction_of_total", "fraction_of_free", "all_free") and eng != "ideal"
+        activation = overrides.activation_bytes
+        if activation is None:
+            activation = activation_peak_bytes(card, mnbt, t, max_num_seqs) if uses_profiling else 0.0
+            if uses_profiling:
+                notes.append(f"{eng}: activation peak estimated at {format_bytes(activation)} for "
+                             f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")
+        non_torch = overrides.non_torch_bytes or 0.0
+        cudagraph = overrides.cudagraph_bytes or 0.0
+        if overrides.kv_cache_memory_bytes is not None:
+            kv_bytes, rule = float(overrides.kv_cache_memory_bytes), "given (--kv-cache-memory)"
+        else:
+            budget = kv_budget(profile, gpu_bytes, util, weights, activation, non_torch, cudagraph)
+            kv_bytes, rule = budget.kv_cache_bytes, budget.rule
+        bs = layout.block_size or 1
+        block_bytes = bs * layout.bytes_per_token_per_gpu
+        if block_bytes <= 0:  # pure linear-state model: one state block per sequence
+            block_bytes = layout.sequence_bytes(1, per_gpu=True).item()
+        blocks = float(num_blocks(kv_bytes, block_bytes))
+        explain.append(
+            f"{eng} ({rule}): {format_bytes(gpu_bytes)} × {util:g} − weights {format_bytes(weights)} "
+            f"− activation {format_bytes(activation)} − non-torch {format_bytes(non_torch)} "
+            f"− cudagraph {format_bytes(cudagraph)} → KV {format_bytes(kv_bytes)}; block {bs} tokens × "
+            f"{layout.bytes_per_token_per_gpu:,.0f} B = {block_bytes:,.0f} B → {blocks:,.0f} blocks"
+        )
+        for row in size_rows(card, layout, eng, seqs, batches):
+            s, b = row["seq_len"], row["batch"]
+            per_request = float(layout.sequence_bytes(s, per_gpu=True))
+            pool = blocks * block_bytes
+            concurrency = pool / per_request if per_request > 0 else math.inf
+            max_ctx = int(layout.max_sequence_len(pool, b, upper=max(card.max_context, s)))
+            row.update({
+                "hardware": hw.name, "gpu_memory_bytes": gpu_bytes, "gpu_memory_utilization": util,
+                "weights_bytes_per_gpu": weights, "activation_bytes": activation,
+                "non_torch_bytes": non_torch, "cudagraph_bytes": cudagraph,
+                "kv_cache_memory_bytes": kv_bytes, "block_bytes_per_gpu": block_bytes,
+                "num_blocks": int(blocks), "kv_cache_tokens": int(blocks * bs),
+                "max_model_len": s, "max_concurrency": round(concurrency, 4),
+                "max_context_at_batch": max_ctx,
+                "fits": bool(kv_bytes > 0 and concurrency >= b),
+            })
+            rows.append(row)
+    failed = [r for r in rows if not r["fits"]]
+    verdict = None
+    if failed:
+        r = failed[0]
+        if r["kv_cache_memory_bytes"] <= 0:
+            verdict = (f"does not fit: weights and reserves ({format_bytes(r['weights_bytes_per_gpu'])} weights) "
+                       f"leave no KV memory on {hw.name} at tp={r['tp']}; raise --tp or quantise the weights")
+        else:
+            verdict = (f"does not fit: {r['batch']} × {r['seq_len']:,}-token sequences need "
+                       f"{format_bytes(r['kv_bytes_total_per_gpu'])} per GPU, the cache holds "
+                       f"{format_bytes(r['kv_cache_memory_bytes'])} (max concurrency {r['max_concurrency']:.2f}, "
+                       f"max context at batch {r['batch']}: {r['max_context_at_batch']:,} tokens)")
+    return Result(title=f"KV cache fit: {card.name} on {hw.name}", rows=rows, columns=FIT_COLUMNS,
+                  explain=explain, assumptions=list(dict.fromkeys(notes)), verdict=verdict, failed=bool(failed))
