@@ -26,6 +26,8 @@ from kvplan.cards.loader import describe_validation_error, read_json
 from kvplan.cards.schema import ModelCard
 from kvplan.errors import CardError
 
+# transformers config classes whose tie_word_embeddings defaults to True when the key is absent
+_TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "falcon", "opt", "RefinedWeb", "RefinedWebModel"}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
 
 
@@ -169,7 +171,7 @@ def card_dict_from_config(cfg: dict, name: str, source: str) -> dict:
         "notes": "imported from config.json by kvplan; params_total derived by closed form",
         "params_total": 1, "hidden_size": hidden, "vocab_size": vocab, "num_attention_heads": heads,
         "intermediate_size": _first(cfg, "intermediate_size", "ffn_dim", "ffn_hidden_size"),
-        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", cfg.get("model_type") in ("opt",))),
+        "tie_word_embeddings": bool(cfg.get("tie_word_embeddings", cfg.get("model_type") in _TIED_BY_DEFAULT)),
         "max_context": _first(cfg, "max_position_embeddings", "max_sequence_length", "seq_length", default=2048),
         "dtype": _DTYPES.get(str(_first(cfg, "torch_dtype", "dtype", default="bfloat16")), "bf16"),
         "layer_groups": _groups(cfg, n_layers, heads, kv_heads, head_dim),
