@@ -88,6 +88,18 @@ ENGINE_NAMES = tuple(PROFILES)
 VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 
 
+def serving_dtype(model_dtype: str, engine: EngineProfile) -> str:
+    """The dtype an engine serves a checkpoint in: serving engines run fp32 checkpoints in 16-bit.
+
+    vLLM ``dtype=auto`` casts float32 configs down to a 16-bit type (vllm/config/model.py:
+    ``_get_and_verify_dtype``; bf16 where supported) and SGLang/TensorRT-LLM do the same;
+    transformers loads the checkpoint's own dtype.
+    """
+    if model_dtype == "fp32" and engine.name != "hf":
+        return "bf16"
+    return model_dtype
+
+
 def get_profile(name: str) -> EngineProfile:
     """The profile named ``name``; an InputError listing the valid names otherwise."""
     try:

@@ -29,7 +29,7 @@ import numpy as np
 
 from kvplan.calc.dtypes import MODEL_DTYPE_BYTES, KVFormat, kv_format
 from kvplan.cards.schema import LayerGroup, ModelCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, serving_dtype
 from kvplan.errors import InputError
 
 
@@ -123,11 +123,6 @@ def check_parallel(card: ModelCard, tp: int, pp: int) -> None:
     """The divisibility rules engines enforce before they start (vLLM ``verify_with_parallel_config``)."""
     if tp < 1 or pp < 1:
         raise InputError(f"--tp and --pp must be >= 1 (got tp={tp}, pp={pp})", "use positive integers")
-    if card.num_attention_heads % tp:
-        raise InputError(
-            f"{card.name}: {card.num_attention_heads} attention heads are not divisible by tp={tp}",
-            f"choose a tp that divides {card.num_attention_heads}",
-        )
     for g in card.layer_groups:
         kv = g.num_kv_heads
         if kv and (kv % tp if tp <= kv else tp % kv):
@@ -136,6 +131,11 @@ def check_parallel(card: ModelCard, tp: int, pp: int) -> None:
                 f"(tp must divide the KV heads, or be a multiple of them)",
                 f"valid tp values up to 64: {', '.join(map(str, _valid_tps(kv, card.num_attention_heads)))}",
             )
+    if card.num_attention_heads % tp:
+        raise InputError(
+            f"{card.name}: {card.num_attention_heads} attention heads are not divisible by tp={tp}",
+            f"choose a tp that divides {card.num_attention_heads}",
+        )
     if pp > card.num_layers:
         raise InputError(f"pp={pp} exceeds the {card.num_layers} layers of {card.name}", "lower --pp")
 
@@ -159,7 +159,7 @@ def _group_layout(
     card: ModelCard, group: LayerGroup, engine: EngineProfile, fmt: KVFormat,
     tp: int, pp: int, max_num_batched_tokens: int,
 ) -> GroupLayout:
-    model_bytes = MODEL_DTYPE_BYTES[card.dtype]
+    model_bytes = MODEL_DTYPE_BYTES[serving_dtype(card.dtype, engine)]
     layers_per_gpu = math.ceil(group.count / pp)
     state, state_gpu = 0.0, 0.0
     if group.kind in ("full", "sliding"):
@@ -216,7 +216,7 @@ def kv_layout(
         )
     if block_size is not None and block_size < 1:
         raise InputError(f"--block-size must be >= 1 (got {block_size})", "vLLM uses 16, TensorRT-LLM 32")
-    fmt = kv_format(kv_dtype, card.dtype)
+    fmt = kv_format(kv_dtype, serving_dtype(card.dtype, engine))
     if fmt.mla_token_layer_bytes is not None and engine.mla_decompressed:
         raise InputError(f"KV dtype {fmt.name} is a vLLM MLA format", "use --engine vllm")
     mnbt = max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS

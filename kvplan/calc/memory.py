@@ -39,10 +39,14 @@ def routed_expert_params(card: ModelCard) -> int:
     return card.moe.num_moe_layers * card.moe.num_experts * card.moe.expert_params
 
 
-def weight_bytes(card: ModelCard, weights_dtype: str = "auto") -> float:
-    """Bytes of all weights (one copy) in ``weights_dtype`` (``auto``: the checkpoint's format)."""
-    dtype = card.weights_dtype or card.dtype if weights_dtype == "auto" else weights_dtype
-    model_bytes = MODEL_DTYPE_BYTES[card.dtype]
+def weight_bytes(card: ModelCard, weights_dtype: str = "auto", model_dtype: str | None = None) -> float:
+    """Bytes of all weights (one copy) in ``weights_dtype`` (``auto``: the checkpoint's format).
+
+    ``model_dtype`` is the dtype the engine runs unquantised tensors in (default: the card's).
+    """
+    model_dtype = model_dtype or card.dtype
+    dtype = (card.weights_dtype or model_dtype) if weights_dtype == "auto" else weights_dtype
+    model_bytes = MODEL_DTYPE_BYTES[model_dtype]
     if dtype in MODEL_DTYPE_BYTES:
         return float(card.params_total * MODEL_DTYPE_BYTES[dtype])
     bits = weight_bits(dtype)
@@ -53,7 +57,8 @@ def weight_bytes(card: ModelCard, weights_dtype: str = "auto") -> float:
     return quantised * bits / 8 + (card.params_total - quantised) * model_bytes
 
 
-def activation_peak_bytes(card: ModelCard, num_tokens: int, tp: int = 1, max_num_seqs: int = 256) -> float:
+def activation_peak_bytes(card: ModelCard, num_tokens: int, tp: int = 1, max_num_seqs: int = 256,
+                          model_dtype: str | None = None) -> float:
     """Estimated activation peak of one forward pass over ``num_tokens`` tokens on one rank.
 
     Estimate (not a measurement): the MLP transient ``tokens × (2 × hidden + 3 × inter / tp) × b``
@@ -62,7 +67,7 @@ def activation_peak_bytes(card: ModelCard, num_tokens: int, tp: int = 1, max_num
     measure this in a profiling run and print it ("PyTorch activation peak memory"); pass the
     printed figure to reproduce an engine exactly.
     """
-    b = MODEL_DTYPE_BYTES[card.dtype]
+    b = MODEL_DTYPE_BYTES[model_dtype or card.dtype]
     if card.moe is not None:
         inter = card.moe.expert_params / (3 * card.hidden_size) * card.moe.experts_per_token
     else:

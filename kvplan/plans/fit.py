@@ -21,13 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from kvplan.calc.kv import kv_layout
 from kvplan.calc.memory import activation_peak_bytes, kv_budget, num_blocks, weight_bytes
 from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, sglang_mem_fraction_static
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype, sglang_mem_fraction_static
 from kvplan.errors import InputError
 from kvplan.plans.size import as_list, check_positive, size_rows
 from kvplan.result import Result
@@ -97,11 +95,11 @@ def fit(
         util = _utilization(eng, gpu_bytes, t, pp, gpu_memory_utilization, notes)
         weights = overrides.weights_bytes
         if weights is None:
-            weights = weight_bytes(card, weights_dtype) / (t * pp)
+            weights = weight_bytes(card, weights_dtype, serving_dtype(card.dtype, profile)) / (t * pp)
         uses_profiling = profile.budget in ("fraction_of_total", "fraction_of_free", "all_free") and eng != "ideal"
         activation = overrides.activation_bytes
         if activation is None:
-            activation = activation_peak_bytes(card, mnbt, t, max_num_seqs) if uses_profiling else 0.0
+            activation = activation_peak_bytes(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile)) if uses_profiling else 0.0
             if uses_profiling:
                 notes.append(f"{eng}: activation peak estimated at {format_bytes(activation)} for "
                              f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")

@@ -57,8 +57,8 @@ def test_alias_works_where_name_does(invoke):
 
 
 def test_config_json_path_works_where_name_does(invoke):
-    row = json_rows(invoke("size", DATA / "hf_configs" / "llama-3.1-70b.json", "--format", "json"))[0]
-    assert row["kv_bytes_per_token"] == 327_680
+    row = json_rows(invoke("size", DATA / "hf_configs" / "llama-3.1-8b.json", "--format", "json"))[0]
+    assert row["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 2
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "csv", "json"])
@@ -162,10 +162,10 @@ def test_cards_list_show_validate_import(invoke, tmp_path):
     valid = invoke("cards", "validate")
     assert valid.exit_code == 0, valid.stdout
     out = tmp_path / "card.yaml"
-    imported = invoke("cards", "import", DATA / "hf_configs" / "llama-3.1-70b.json", "--name", "my-70b", "-o", out)
+    imported = invoke("cards", "import", DATA / "hf_configs" / "qwen2.5-72b.json", "--name", "my-72b", "-o", out)
     assert imported.exit_code == 0, imported.stderr
     row = json_rows(invoke("size", out, "--format", "json"))[0]
-    assert row["kv_bytes_per_token"] == 327_680 and row["model"] == "my-70b"
+    assert row["kv_bytes_per_token"] == 327_680 and row["model"] == "my-72b"
 
 
 def test_cards_validate_reports_bad_file(invoke, tmp_path):

@@ -1,0 +1,338 @@
+"""Request traces: read Azure, Mooncake and generic CSV traces into one ``Trace`` of numpy arrays.
+
+Formats (``trace_format``):
+
+- ``azure``: the Azure LLM inference trace CSV, header ``TIMESTAMP,ContextTokens,GeneratedTokens``,
+  timestamps as ``2023-11-16 18:17:03.9799600`` (wall clock, 100 ns resolution).
+- ``mooncake``: the Mooncake JSONL trace, one object a line with ``timestamp`` (ms since the first
+  request), ``input_length``, ``output_length`` and ``hash_ids`` (ids of the request's 512-token
+  prompt blocks; equal ids = identical prefix up to and including that block).
+- ``csv``: any CSV with a header, mapped with ``columns={"timestamp": COL, "isl": COL, "osl": COL}``
+  and ``timestamp_unit`` one of s, ms, us, ns (numbers) or ``datetime`` (ISO 8601 strings).
+
+``auto`` picks ``mooncake`` for ``.jsonl``/``.json`` files or a first character ``{``, ``csv`` when
+``columns`` are given, and ``azure`` for a CSV whose header has the Azure columns.
+
+Every reader checks every row. A malformed row (missing field, not a whole number, a negative
+length, a timestamp that does not parse) is reported by its 1-based line number in the file
+(the CSV header is line 1). By default the first bad rows raise ``InputError``; with
+``skip_bad_rows=True`` they are dropped and their line numbers kept in ``Trace.skipped_lines``.
+
+A ``Trace`` is replayed in timestamp order: readers sort requests by arrival (stable, so ties keep
+file order) and shift times so the first request arrives at 0 s.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import warnings
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.errors import InputError
+
+FORMATS = ("auto", "azure", "mooncake", "csv")
+TIMESTAMP_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "datetime": None}
+MOONCAKE_BLOCK_TOKENS = 512
+AZURE_COLUMNS = {"timestamp": "TIMESTAMP", "isl": "ContextTokens", "osl": "GeneratedTokens"}
+MAX_LISTED_BAD_LINES = 3
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """Requests in arrival order: seconds since the first arrival, prompt and output token counts.
+
+    Prompt blocks, when the trace has them, are a CSR pair: request ``i`` touches the blocks
+    ``block_ids[block_offsets[i]:block_offsets[i + 1]]`` (each ``block_tokens`` tokens, in prompt order).
+    """
+
+    arrival_s: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    block_offsets: np.ndarray | None = None
+    block_ids: np.ndarray | None = None
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS
+    source: str = ""
+    trace_format: str = ""
+    skipped_lines: tuple[int, ...] = field(default=())
+
+    @property
+    def requests(self) -> int:
+        return int(self.arrival_s.size)
+
+    @property
+    def has_blocks(self) -> bool:
+        return self.block_ids is not None
+
+    def blocks(self, i: int) -> np.ndarray:
+        """Block ids of request ``i``."""
+        if self.block_offsets is None or self.block_ids is None:
+            raise InputError(f"trace '{self.source}' has no hash_ids")
+        return self.block_ids[self.block_offsets[i]:self.block_offsets[i + 1]]
+
+
+def make_trace(arrival_s, isl, osl, block_lists=None, **meta) -> Trace:
+    """Build a ``Trace`` sorted by arrival (stable) with the first arrival at 0 s."""
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    isl_arr, osl_arr = np.asarray(isl, dtype=np.int64), np.asarray(osl, dtype=np.int64)
+    order = np.argsort(arrival, kind="stable")
+    offsets = ids = None
+    if block_lists is not None:
+        lengths = np.fromiter((len(b) for b in block_lists), dtype=np.int64, count=len(block_lists))
+        offsets = np.concatenate(([0], np.cumsum(lengths)))
+        ids = np.fromiter(chain.from_iterable(block_lists), dtype=np.int64, count=int(offsets[-1]))
+        offsets, ids = _reorder_csr(offsets, ids, order)
+    start = arrival[order[0]] if arrival.size else 0.0
+    return Trace(arrival[order] - start, isl_arr[order], osl_arr[order], offsets, ids, **meta)
+
+
+def _reorder_csr(offsets: np.ndarray, ids: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Permute the rows of a CSR pair: row k of the result is row ``order[k]`` of the input."""
+    if np.array_equal(order, np.arange(order.size)):
+        return offsets, ids
+    lengths = np.diff(offsets)[order]
+    new_offsets = np.concatenate(([0], np.cumsum(lengths)))
+    gather = np.repeat(offsets[:-1][order] - new_offsets[:-1], lengths) + np.arange(new_offsets[-1])
+    return new_offsets, ids[gather]
+
+
+class _BadRows:
+    """Collects (line, reason) for malformed rows and raises or records them at the end."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: dict[int, str] = {}
+
+    def add(self, line: int, reason: str) -> None:
+        self.items.setdefault(line, reason)
+
+    def settle(self, skip: bool) -> tuple[int, ...]:
+        if self.items and not skip:
+            lines = sorted(self.items)
+            first = "; ".join(f"line {n}: {self.items[n]}" for n in lines[:MAX_LISTED_BAD_LINES])
+            more = f" (and {len(lines) - MAX_LISTED_BAD_LINES} more)" if len(lines) > MAX_LISTED_BAD_LINES else ""
+            raise InputError(
+                f"{self.source}: {len(lines)} malformed row{'s' if len(lines) > 1 else ''}: {first}{more}",
+                "fix those lines, or pass --skip-bad-rows to skip them",
+            )
+        return tuple(sorted(self.items))
+
+
+def parse_columns(text: str | dict | None) -> dict[str, str] | None:
+    """``'timestamp=ts,isl=prompt_tokens,osl=output_tokens'`` → ``{'timestamp': 'ts', ...}``."""
+    if text is None or isinstance(text, dict):
+        return text
+    mapping = {}
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        key, sep, column = item.partition("=")
+        if not sep or key.strip() not in AZURE_COLUMNS or not column.strip():
+            raise InputError(f"cannot read column mapping '{item}'",
+                             "write --columns timestamp=COL,isl=COL,osl=COL")
+        mapping[key.strip()] = column.strip()
+    missing = [k for k in AZURE_COLUMNS if k not in mapping]
+    if missing:
+        raise InputError(f"--columns lacks {', '.join(missing)}", "write --columns timestamp=COL,isl=COL,osl=COL")
+    return mapping
+
+
+def detect_format(path: Path, columns: dict | None = None) -> str:
+    """Guess the trace format from the extension, then the first bytes, then the CSV header."""
+    if columns:
+        return "csv"
+    if path.suffix.lower() in (".jsonl", ".json"):
+        return "mooncake"
+    with _open(path) as handle:
+        head = handle.read(4096).lstrip()
+    if head.startswith("{"):
+        return "mooncake"
+    header = next(csv.reader([head.splitlines()[0] if head else ""]), [])
+    if set(AZURE_COLUMNS.values()) <= {h.strip() for h in header}:
+        return "azure"
+    raise InputError(f"cannot tell the format of trace '{path}' (header: {', '.join(header) or 'none'})",
+                     "pass --trace-format azure|mooncake|csv, and for a generic CSV "
+                     "--columns timestamp=COL,isl=COL,osl=COL")
+
+
+def read_trace(path: str | Path, *, trace_format: str = "auto", columns: str | dict | None = None,
+               timestamp_unit: str | None = None, skip_bad_rows: bool = False) -> Trace:
+    """Read a trace file; see the module docstring for formats and bad-row handling."""
+    path = Path(path)
+    if trace_format not in FORMATS:
+        raise InputError(f"unknown trace format '{trace_format}'", f"choose one of: {', '.join(FORMATS)}")
+    if timestamp_unit is not None and timestamp_unit not in TIMESTAMP_UNITS:
+        raise InputError(f"unknown timestamp unit '{timestamp_unit}'",
+                         f"choose one of: {', '.join(TIMESTAMP_UNITS)}")
+    mapping = parse_columns(columns)
+    fmt = detect_format(path, mapping) if trace_format == "auto" else trace_format
+    if fmt == "mooncake":
+        trace = read_mooncake(path, skip_bad_rows=skip_bad_rows)
+    elif fmt == "azure":
+        trace = read_csv(path, mapping or AZURE_COLUMNS, timestamp_unit or "datetime",
+                         skip_bad_rows=skip_bad_rows, trace_format="azure")
+    else:
+        if mapping is None:
+            raise InputError(f"trace '{path}': a generic CSV needs a column mapping",
+                             "pass --columns timestamp=COL,isl=COL,osl=COL (and --timestamp-unit)")
+        trace = read_csv(path, mapping, timestamp_unit or "s", skip_bad_rows=skip_bad_rows)
+    if trace.requests == 0:
+        raise InputError(f"trace '{path}' has no requests"
+                         + (f" ({len(trace.skipped_lines)} malformed rows skipped)" if trace.skipped_lines else ""),
+                         "check the file: it needs at least one well-formed request row")
+    return trace
+
+
+def _open(path: Path):
+    try:
+        return open(path, encoding="utf-8-sig", newline="")
+    except FileNotFoundError:
+        raise InputError(f"trace '{path}' not found", "check the path") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise InputError(f"cannot read trace '{path}': {exc.strerror}", "pass a readable file") from None
+
+
+def read_mooncake(path: str | Path, *, skip_bad_rows: bool = False) -> Trace:
+    """Mooncake JSONL: ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids`` (optional)."""
+    path = Path(path)
+    bad = _BadRows(str(path))
+    times, isl, osl, blocks = [], [], [], []
+    with _open(path) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            record, reason = _mooncake_record(line)
+            if reason:
+                bad.add(line_no, reason)
+                continue
+            times.append(record[0])
+            isl.append(record[1])
+            osl.append(record[2])
+            blocks.append(record[3])
+    skipped = bad.settle(skip_bad_rows)
+    with_blocks = bool(blocks) and all(b is not None for b in blocks)
+    return make_trace(np.asarray(times, dtype=np.float64) * 1e-3, isl, osl, blocks if with_blocks else None,
+                      source=str(path), trace_format="mooncake", skipped_lines=skipped)
+
+
+def _mooncake_record(line: str) -> tuple[tuple | None, str | None]:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None, "not a JSON object"
+    if not isinstance(obj, dict):
+        return None, "not a JSON object"
+    missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]
+    if missing:
+        return None, f"missing {', '.join(missing)}"
+    ts = obj["timestamp"]
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts):
+        return None, f"timestamp {ts!r} is not a number"
+    for key in ("input_length", "output_length"):
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None, f"{key} {value!r} is not a whole number"
+        if value < 0:
+            return None, f"{key} {value} is negative"
+    hash_ids = obj.get("hash_ids")
+    if hash_ids is not None and (not isinstance(hash_ids, list) or not all(
+            isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hash_ids)):
+        return None, "hash_ids is not a list of non-negative integers"
+    return (ts, obj["input_length"], obj["output_length"], hash_ids), None
+
+
+def read_csv(path: str | Path, columns: dict[str, str], timestamp_unit: str = "s", *,
+             skip_bad_rows: bool = False, trace_format: str = "csv") -> Trace:
+    """A CSV trace with a header; ``columns`` maps timestamp/isl/osl to header names."""
+    path = Path(path)
+    bad = _BadRows(str(path))
+    with _open(path) as handle:
+        reader = csv.reader(handle)
+        header = [h.strip() for h in next(reader, [])]
+        missing = [c for c in columns.values() if c not in header]
+        if missing:
+            raise InputError(f"trace '{path}' has no column {', '.join(repr(c) for c in missing)} "
+                             f"(header: {', '.join(header) or 'none'})", "check --columns against the header")
+        index = [header.index(columns[k]) for k in ("timestamp", "isl", "osl")]
+        width = len(header)
+        lines, fields = [], []
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if len(row) != width:
+                bad.add(reader.line_num, f"{len(row)} fields, expected {width}")
+                continue
+            lines.append(reader.line_num)
+            fields.append([row[i] for i in index])
+    cols = list(zip(*fields)) if fields else [(), (), ()]
+    line_arr = np.asarray(lines, dtype=np.int64)
+    arrival, ok_t = _timestamps(cols[0], timestamp_unit, columns["timestamp"], line_arr, bad)
+    isl, ok_i = _counts(cols[1], columns["isl"], line_arr, bad)
+    osl, ok_o = _counts(cols[2], columns["osl"], line_arr, bad)
+    skipped = bad.settle(skip_bad_rows)
+    keep = ok_t & ok_i & ok_o
+    return make_trace(arrival[keep], isl[keep], osl[keep], source=str(path), trace_format=trace_format,
+                      skipped_lines=skipped)
+
+
+def _counts(values, name: str, lines: np.ndarray, bad: _BadRows) -> tuple[np.ndarray, np.ndarray]:
+    """Whole, non-negative token counts; the vectorised cast is tried first, the per-row check on failure."""
+    try:
+        out = np.asarray(values, dtype=str).astype(np.int64) if values else np.zeros(0, np.int64)
+    except (ValueError, OverflowError):
+        out = np.zeros(len(values), dtype=np.int64)
+        for k, text in enumerate(values):
+            try:
+                out[k] = int(text)
+            except (ValueError, OverflowError):
+                out[k] = -1
+                bad.add(int(lines[k]), f"{name} {text.strip()!r} is not a whole number")
+    negative = out < 0
+    for k in np.flatnonzero(negative):
+        bad.add(int(lines[k]), f"{name} {values[k].strip()} is negative")
+    return out, ~negative
+
+
+def _timestamps(values, unit: str, name: str, lines: np.ndarray, bad: _BadRows) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds (float64, absolute) from numbers in ``unit`` or from ISO 8601 datetimes."""
+    ok = np.ones(len(values), dtype=bool)
+    if not values:
+        return np.zeros(0), ok
+    if TIMESTAMP_UNITS[unit] is not None:
+        try:
+            seconds = np.asarray(values, dtype=str).astype(np.float64) * TIMESTAMP_UNITS[unit]
+        except ValueError:
+            seconds = np.array([_float_or_nan(v) for v in values]) * TIMESTAMP_UNITS[unit]
+        for k in np.flatnonzero(~np.isfinite(seconds)):
+            ok[k] = False
+            bad.add(int(lines[k]), f"{name} {values[k].strip()!r} is not a number")
+        return np.where(ok, seconds, 0.0), ok
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy warns on time-zone offsets, then applies them
+        try:
+            stamps = np.asarray(values, dtype=str).astype("datetime64[ns]")
+        except ValueError:
+            stamps = np.array([_datetime_or_nat(v) for v in values], dtype="datetime64[ns]")
+    for k in np.flatnonzero(np.isnat(stamps)):
+        ok[k] = False
+        bad.add(int(lines[k]), f"{name} {values[k].strip()!r} is not a date-time")
+    nanoseconds = stamps.astype(np.int64)
+    base = nanoseconds[ok].min() if ok.any() else 0
+    return np.where(ok, (nanoseconds - base) * 1e-9, 0.0), ok
+
+
+def _float_or_nan(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _datetime_or_nat(text: str):
+    try:
+        return np.datetime64(text.strip(), "ns") if text.strip() else np.datetime64("NaT")
+    except ValueError:
+        return np.datetime64("NaT")
