@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
-from kvplan.cards.catalog import import_config, list_cards, show_card, validate_paths
 from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.errors import CardError
 from kvplan.report.render import write_atomic
@@ -25,6 +24,8 @@ def list_command(
     fmt: FormatOpt = "table", output: OutputOpt = None, cards: CardsOpt = None,
 ) -> None:
     """List the cards kvplan can see (shipped, KVPLAN_CARDS_PATH, --cards)."""
+    from kvplan.cards.catalog import list_cards
+
     emit(list_cards(kind, cards_dirs(cards)), fmt, output)
 
 
@@ -36,6 +37,8 @@ def show_command(
     cards: CardsOpt = None,
 ) -> None:
     """Print one card with every field and its sources."""
+    from kvplan.cards.catalog import show_card
+
     kind, data = show_card(name, cards_dirs(cards))
     if fmt == "json":
         sys.stdout.write(json.dumps({"kind": kind, **data}, indent=2) + "\n")
@@ -52,6 +55,8 @@ def validate_command(
     fmt: FormatOpt = "table", cards: CardsOpt = None,
 ) -> None:
     """Validate cards against the schema; exit 2 if any is invalid."""
+    from kvplan.cards.catalog import validate_paths
+
     result = validate_paths(list(paths or []), cards_dirs(cards))
     try:
         emit(result, fmt, None)
@@ -67,6 +72,8 @@ def import_command(
     output: OutputOpt = None,
 ) -> None:
     """Turn a Hugging Face config.json into a model card (YAML)."""
+    from kvplan.cards.catalog import import_config
+
     text = import_config(config, name)
     if output is not None:
         write_atomic(output, text)

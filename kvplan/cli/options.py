@@ -61,6 +61,7 @@ def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -
         typer.echo(f"Wrote {output}", err=True)
     else:
         sys.stdout.write(text)
+        sys.stdout.flush()
     if fmt != "markdown":
         for note in result.assumptions:
             typer.echo(f"Note: {note}", err=True)

@@ -32,7 +32,7 @@ from kvplan.result import Result
 from kvplan.units import format_bytes
 
 FIT_COLUMNS = [
-    "model", "hardware", "seq_len", "batch", "kv_dtype", "tp", "engine",
+    "seq_len", "batch", "kv_dtype", "tp", "engine",
     "weights_bytes_per_gpu", "kv_cache_memory_bytes", "num_blocks", "kv_cache_tokens",
     "max_concurrency", "max_context_at_batch", "fits",
 ]

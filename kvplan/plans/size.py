@@ -21,7 +21,7 @@ from kvplan.errors import InputError
 from kvplan.result import Result
 
 SIZE_COLUMNS = [
-    "model", "seq_len", "batch", "kv_dtype", "tp", "pp", "engine",
+    "seq_len", "batch", "kv_dtype", "tp", "pp", "engine",
     "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence",
     "kv_bytes_per_sequence_per_gpu", "kv_bytes_total", "kv_bytes_total_per_gpu",
 ]

@@ -30,11 +30,13 @@ def human(key: str, value) -> str:
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return "∞" if value == math.inf else "n/a"
     if isinstance(value, (int, float)):
-        if key.endswith("_bytes") or "_bytes_" in key and not key.endswith("_per_s"):
-            return format_bytes(value)
         if key.endswith("_bytes_per_s"):
             return f"{value / 1e9:,.1f} GB/s"
-        if key.endswith("_s"):
+        if key.endswith("_flops_per_s"):
+            return f"{value / 1e12:,.1f} TFLOP/s"
+        if "_bytes" in key and not key.endswith("_per_s"):
+            return format_bytes(value)
+        if key.endswith("_s") and not key.endswith("_per_s"):
             return format_seconds(value)
         if isinstance(value, float) and not value.is_integer():
             return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.1f}"

@@ -76,16 +76,26 @@ class Trace:
         return self.block_ids[self.block_offsets[i]:self.block_offsets[i + 1]]
 
 
-def make_trace(arrival_s, isl, osl, block_lists=None, **meta) -> Trace:
-    """Build a ``Trace`` sorted by arrival (stable) with the first arrival at 0 s."""
+def make_trace(arrival_s, isl, osl, block_lists=None, *, block_ids=None, block_offsets=None, **meta) -> Trace:
+    """Build a ``Trace`` sorted by arrival (stable) with the first arrival at 0 s.
+
+    Blocks, optional: ``block_lists`` (one list of ids per request; ``block_ids`` may pass them
+    already flattened), or the CSR pair ``block_offsets`` + ``block_ids``.
+    """
     arrival = np.asarray(arrival_s, dtype=np.float64)
     isl_arr, osl_arr = np.asarray(isl, dtype=np.int64), np.asarray(osl, dtype=np.int64)
+    if not arrival.size == isl_arr.size == osl_arr.size:
+        raise ValueError("arrival_s, isl and osl differ in length")
     order = np.argsort(arrival, kind="stable")
     offsets = ids = None
     if block_lists is not None:
         lengths = np.fromiter((len(b) for b in block_lists), dtype=np.int64, count=len(block_lists))
-        offsets = np.concatenate(([0], np.cumsum(lengths)))
-        ids = np.fromiter(chain.from_iterable(block_lists), dtype=np.int64, count=int(offsets[-1]))
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        ids = (np.asarray(block_ids, dtype=np.int64) if block_ids is not None else
+               np.fromiter(chain.from_iterable(block_lists), dtype=np.int64, count=int(offsets[-1])))
+    elif block_offsets is not None:
+        offsets, ids = np.asarray(block_offsets, dtype=np.int64), np.asarray(block_ids, dtype=np.int64)
+    if offsets is not None:
         offsets, ids = _reorder_csr(offsets, ids, order)
     start = arrival[order[0]] if arrival.size else 0.0
     return Trace(arrival[order] - start, isl_arr[order], osl_arr[order], offsets, ids, **meta)
@@ -196,33 +206,70 @@ def _open(path: Path):
 
 
 def read_mooncake(path: str | Path, *, skip_bad_rows: bool = False) -> Trace:
-    """Mooncake JSONL: ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids`` (optional)."""
+    """Mooncake JSONL: ``timestamp`` ms, ``input_length``, ``output_length``, ``hash_ids`` (optional).
+
+    The whole file is decoded as one JSON array (fast); a line that breaks it sends the reader
+    back to line-by-line decoding, which names the bad lines.
+    """
     path = Path(path)
     bad = _BadRows(str(path))
-    times, isl, osl, blocks = [], [], [], []
     with _open(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            record, reason = _mooncake_record(line)
-            if reason:
-                bad.add(line_no, reason)
-                continue
-            times.append(record[0])
-            isl.append(record[1])
-            osl.append(record[2])
-            blocks.append(record[3])
-    skipped = bad.settle(skip_bad_rows)
+        numbered = [(n, line) for n, line in enumerate(handle.read().split("\n"), start=1) if line.strip()]
+    objects = _decode_all([line for _, line in numbered])
+    times, isl, osl, blocks, lines = [], [], [], [], []
+    for (line_no, line), obj in zip(numbered, objects or [None] * len(numbered)):
+        record, reason = _mooncake_record(obj if objects is not None else _decode(line))
+        if reason:
+            bad.add(line_no, reason)
+            continue
+        times.append(record[0])
+        isl.append(record[1])
+        osl.append(record[2])
+        blocks.append(record[3])
+        lines.append(line_no)
     with_blocks = bool(blocks) and all(b is not None for b in blocks)
+    flat, keep = _check_hash_ids(blocks, lines, bad) if with_blocks else (None, None)
+    skipped = bad.settle(skip_bad_rows)
+    if keep is not None and not all(keep):
+        times, isl, osl, blocks = ([v for v, k in zip(col, keep) if k] for col in (times, isl, osl, blocks))
+        flat = None
     return make_trace(np.asarray(times, dtype=np.float64) * 1e-3, isl, osl, blocks if with_blocks else None,
-                      source=str(path), trace_format="mooncake", skipped_lines=skipped)
+                      block_ids=flat, source=str(path), trace_format="mooncake", skipped_lines=skipped)
 
 
-def _mooncake_record(line: str) -> tuple[tuple | None, str | None]:
+def _decode_all(lines: list[str]) -> list | None:
     try:
-        obj = json.loads(line)
+        objects = json.loads("[" + ",".join(lines) + "]")
     except ValueError:
-        return None, "not a JSON object"
+        return None
+    return objects if len(objects) == len(lines) else None
+
+
+def _decode(line: str):
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _check_hash_ids(blocks: list[list], lines: list[int], bad: _BadRows) -> tuple[np.ndarray | None, list[bool]]:
+    """All ids whole and >= 0: one vectorised check, then per row only when it fails."""
+    try:
+        flat = np.array(list(chain.from_iterable(blocks)))
+    except (ValueError, OverflowError):
+        flat = np.array([None])
+    if flat.size == 0 or (flat.dtype.kind == "i" and flat.min() >= 0):
+        return flat.astype(np.int64), [True] * len(blocks)
+    keep = []
+    for row, line_no in zip(blocks, lines):
+        ok = all(type(h) is int and 0 <= h < 2**63 for h in row)
+        if not ok:
+            bad.add(line_no, "hash_ids is not a list of non-negative integers")
+        keep.append(ok)
+    return None, keep
+
+
+def _mooncake_record(obj) -> tuple[tuple | None, str | None]:
     if not isinstance(obj, dict):
         return None, "not a JSON object"
     missing = [k for k in ("timestamp", "input_length", "output_length") if k not in obj]
@@ -238,8 +285,7 @@ def _mooncake_record(line: str) -> tuple[tuple | None, str | None]:
         if value < 0:
             return None, f"{key} {value} is negative"
     hash_ids = obj.get("hash_ids")
-    if hash_ids is not None and (not isinstance(hash_ids, list) or not all(
-            isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in hash_ids)):
+    if hash_ids is not None and not isinstance(hash_ids, list):
         return None, "hash_ids is not a list of non-negative integers"
     return (ts, obj["input_length"], obj["output_length"], hash_ids), None
 

@@ -74,7 +74,7 @@ def test_every_format_renders(invoke, fmt):
     else:
         assert "40.00 GiB" in out
     if fmt == "markdown":
-        assert out.splitlines()[2].startswith("| model |")
+        assert out.splitlines()[2].startswith("| seq len |")
 
 
 def test_output_file_is_written_whole(invoke, tmp_path):

@@ -169,3 +169,16 @@ def test_size_total_is_per_sequence_times_batch():
     for row in rows:
         assert row["kv_bytes_total"] == row["kv_bytes_per_sequence"] * row["batch"]
         assert row["kv_bytes_per_sequence"] == row["seq_len"] * 327_680
+
+
+def test_seed_claim_150gb_at_128k_depends_on_attention_and_concurrency():
+    """README: GQA 70B needs 4 sequences (bf16) or 7 (fp8) to pass 150 GB at 128k; MHA 65B needs one."""
+    from ..conftest import ROOT
+
+    gqa = layout("llama-3.1-70b", engine="vllm")
+    one = float(gqa.sequence_bytes(131_072))
+    assert 3 * one < 150e9 < 4 * one
+    fp8 = float(layout("llama-3.1-70b", engine="vllm", dtype="fp8").sequence_bytes(131_072))
+    assert 6 * fp8 < 150e9 < 7 * fp8
+    mha = kv_layout(load_model(str(ROOT / "examples" / "cards" / "llama-65b.yaml")), get_profile("vllm"))
+    assert float(mha.sequence_bytes(131_072)) == 80 * 2 * 64 * 128 * 2 * 131_072 > 2 * 150e9
