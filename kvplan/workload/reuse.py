@@ -166,20 +166,21 @@ def request_running_max(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(values + shift) - shift
 
 
-def unlimited_hit_rates(trace: Trace) -> tuple[float, float]:
-    """(prefix, block) hit rates with an unbounded cache: a block hits when seen before.
+def unlimited_hit_rates(trace: Trace) -> tuple[float, float, int]:
+    """(prefix, block) hit rates with an unbounded cache, and the number of distinct blocks.
 
-    Prefix: a block counts only when it and all earlier blocks of its request were seen before.
+    Block: a block hits when it was seen before. Prefix: it counts only when it and all earlier
+    blocks of its request were seen before.
     """
     ids, offsets = trace.block_ids, trace.block_offsets
     if ids is None or ids.size == 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0
     order = np.argsort(ids, kind="stable")
     repeat = np.concatenate(([False], ids[order[1:]] == ids[order[:-1]]))
     seen = np.empty(ids.size, dtype=np.int64)
     seen[order] = repeat
     prefix_seen = 1 - request_running_max(1 - seen, offsets)  # 0 from the first unseen block on
-    return float(prefix_seen.mean()), float(seen.mean())
+    return float(prefix_seen.mean()), float(seen.mean()), int(ids.size - np.count_nonzero(repeat))
 
 
 def simulate_lru(trace: Trace, capacity: int) -> tuple[float, float]:

@@ -1,0 +1,108 @@
+"""Summaries of a request trace: rate, burstiness, length percentiles, prefix reuse.
+
+Definitions (``t`` = arrival times in seconds, sorted, ``n`` requests, gaps ``g_i = t_{i+1} − t_i``):
+
+- ``duration_s = t_n − t_1``
+- ``rate_per_s = (n − 1) / duration_s = 1 / mean(g)``, the rate the inter-arrival gaps imply
+  (for a Poisson process its maximum-likelihood estimate); undefined (``None``) when all
+  requests arrive at once.
+- ``interarrival_cv = std(g) / mean(g)`` with the population standard deviation (ddof = 0):
+  1 for Poisson arrivals, above 1 for bursty traffic. Ties (several requests in one timestamp
+  tick, e.g. Mooncake's milliseconds) count as zero gaps and raise it.
+- Rate over time: requests per bucket (``bucket_s``, default 60 s) counted from the first arrival,
+  ``bucket k = floor(t / bucket_s)``; ``peak_rate_per_s = max(count) / bucket_s``. The last bucket
+  is usually partial, so its count is low.
+- Length percentiles ``p50/p90/p99``: linear interpolation between order statistics (numpy's
+  default, Hyndman & Fan type 7). ``*_cv`` = std / mean (ddof = 0).
+- With ``hash_ids``: ``prefix_hit_rate_unlimited`` = share of blocks already seen earlier in the
+  replay whose earlier blocks in the same request were all seen too (an unbounded prefix cache);
+  ``block_hit_rate_unlimited`` drops the prefix condition. Both in blocks, not tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kvplan.workload.reuse import unlimited_hit_rates
+from kvplan.workload.traces import Trace
+
+PERCENTILES = (50, 90, 99)
+SPARK_LEVELS = "▁▂▃▄▅▆▇█"
+
+
+def rate_buckets(arrival_s: np.ndarray, bucket_s: float = 60.0) -> np.ndarray:
+    """Requests per bucket of ``bucket_s`` seconds from the first arrival (``floor(t / bucket_s)``)."""
+    if arrival_s.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    index = np.floor((arrival_s - arrival_s[0]) / bucket_s).astype(np.int64)
+    return np.bincount(index)
+
+
+def interarrival_stats(arrival_s: np.ndarray) -> tuple[float | None, float | None]:
+    """(rate_per_s, interarrival_cv) from the gaps; ``None`` where undefined (< 2 requests, zero span)."""
+    if arrival_s.size < 2:
+        return None, None
+    gaps = np.diff(arrival_s)
+    mean_gap = float(gaps.mean())
+    if mean_gap <= 0:
+        return None, None
+    return 1.0 / mean_gap, float(gaps.std()) / mean_gap
+
+
+def length_stats(prefix: str, tokens: np.ndarray) -> dict:
+    """``{prefix}_mean``, ``_p50``, ``_p90``, ``_p99``, ``_max``, ``_cv`` of a token-count array."""
+    values = tokens.astype(np.float64)
+    mean = float(values.mean())
+    stats = {f"{prefix}_mean": mean}
+    for p, q in zip(PERCENTILES, np.percentile(values, PERCENTILES)):
+        stats[f"{prefix}_p{p}"] = float(q)
+    stats[f"{prefix}_max"] = int(tokens.max())
+    stats[f"{prefix}_cv"] = float(values.std()) / mean if mean > 0 else None
+    return stats
+
+
+def summarise(trace: Trace, bucket_s: float = 60.0) -> dict:
+    """One flat dict (JSON-ready: Python numbers, ``None`` where undefined) describing ``trace``."""
+    arrival = trace.arrival_s
+    duration_s = float(arrival[-1] - arrival[0]) if arrival.size else 0.0
+    rate_per_s, cv = interarrival_stats(arrival)
+    buckets = rate_buckets(arrival, bucket_s)
+    peak = float(buckets.max()) / bucket_s if buckets.size else None
+    row = {
+        "trace": trace.source, "trace_format": trace.trace_format,
+        "requests": trace.requests, "duration_s": duration_s, "rate_per_s": rate_per_s,
+        "peak_rate_per_s": peak, "interarrival_cv": cv,
+        "input_tokens_per_s": float(trace.isl.sum()) / duration_s if duration_s > 0 else None,
+        "output_tokens_per_s": float(trace.osl.sum()) / duration_s if duration_s > 0 else None,
+    }
+    row.update(length_stats("isl", trace.isl))
+    row.update(length_stats("osl", trace.osl))
+    if trace.has_blocks:
+        prefix, block, unique = unlimited_hit_rates(trace)
+        row.update({
+            "block_tokens": trace.block_tokens, "blocks": int(trace.block_ids.size), "unique_blocks": unique,
+            "unique_block_tokens": unique * trace.block_tokens,
+            "prefix_hit_rate_unlimited": prefix, "block_hit_rate_unlimited": block,
+        })
+    row.update({"skipped_rows": len(trace.skipped_lines), "rate_bucket_s": bucket_s,
+                "requests_per_bucket": [int(c) for c in buckets]})
+    return row
+
+
+def sparkline(counts) -> str:
+    """Counts as one line of block characters scaled from 0 to the maximum (``▁`` … ``█``)."""
+    values = np.asarray(counts, dtype=np.float64)
+    if values.size == 0:
+        return ""
+    top = values.max()
+    if top <= 0:
+        return SPARK_LEVELS[0] * values.size
+    levels = np.minimum((values / top * len(SPARK_LEVELS)).astype(int), len(SPARK_LEVELS) - 1)
+    return "".join(SPARK_LEVELS[k] for k in levels)
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """JSON has no NaN: undefined numbers travel as ``None``."""
+    return None if value is None or not math.isfinite(value) else value
