@@ -23,7 +23,7 @@ LayerKind = Literal["full", "sliding", "mla", "linear", "ssm"]
 class StrictModel(BaseModel):
     """Base of every card: forbid unknown keys, freeze values."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _as_list(value):

@@ -7,6 +7,7 @@ import typer
 from kvplan.cli import cards
 from kvplan.cli.fit import fit_command
 from kvplan.cli.size import size_command
+from kvplan.cli.workload import workload_command
 
 app = typer.Typer(
     name="kvplan",
@@ -17,6 +18,7 @@ app = typer.Typer(
 )
 app.command("size")(size_command)
 app.command("fit")(fit_command)
+app.command("workload")(workload_command)
 app.add_typer(cards.app, name="cards")
 
 

@@ -235,3 +235,20 @@ class Workload(_Frozen):
         from kvplan.workload.sampling import sample_workload
 
         return sample_workload(self, n_requests, rng)
+
+
+def workload_from_flags(*, rate_per_s: float, isl: str, osl: str, arrival_cv: float = 1.0, turns: int = 1,
+                        think_time_s: float = 0.0, shared_prefix_tokens: int = 0) -> Workload:
+    """Build a ``Workload`` from command-line values (lengths as in ``parse_length``); errors name the flag."""
+    from pydantic import ValidationError
+
+    flags = {"rate_per_s": "--rate", "arrival_cv": "--arrival-cv", "turns": "--turns",
+             "think_time_s": "--think-time", "shared_prefix_tokens": "--shared-prefix"}
+    try:
+        return Workload(rate_per_s=rate_per_s, isl=parse_length(isl), osl=parse_length(osl), arrival_cv=arrival_cv,
+                        turns=turns, think_time_s=think_time_s, shared_prefix_tokens=shared_prefix_tokens)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        raise InputError(f"{flags.get(field, field)}: {error['msg'].lower()} (got {error.get('input')!r})",
+                         "see 'kvplan workload --help'") from None

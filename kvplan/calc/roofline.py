@@ -1,0 +1,508 @@
+"""Roofline latency: one forward pass, a decode step, a prefill, and the mean step over an output.
+
+One forward pass over ``n`` new tokens on one GPU (SI units: bytes, FLOP, seconds)::
+
+    bytes    = weights read + KV read/written
+    FLOPs    = 2 × body_params × n + 2 × lm_head_params × rows + attention FLOPs      (÷ shards)
+    memory   = bytes / (HBM bandwidth × η_mem)
+    compute  = FLOPs / (peak FLOPS of the compute dtype × η_flops)
+    comm     = (2 × layers + 1) × all-reduce(n × hidden × 2 B)        tensor parallel
+             + 2 × moe_layers × all-to-all(n/ep × k × hidden × 2 B)    expert parallel
+    time     = max(memory, compute) + comm + step overhead   (comm not overlapped by default;
+               ``overlap_comm``: max(memory, compute, comm) + overhead)
+    floor    = max(bytes / peak bandwidth, FLOPs / peak FLOPS)        the physical limit
+
+Weights read. Every pass reads the always-read weights (attention, dense MLPs, shared experts,
+routers, norms, the LM head) and, in each MoE layer, the distinct routed experts its tokens
+touch: ``E × (1 − (1 − k/E)^n)`` in expectation (:mod:`kvplan.calc.moe`). The input embedding
+table is not read in full (only ``n`` rows are gathered), so it is excluded. Always-read
+parameters are ``params_total − routed experts − input embedding`` (the card's
+``params_active`` is not used: cards disagree on whether it counts the embedding table).
+Quantised formats keep the embedding and LM head in the model dtype, and ``mxfp4`` quantises
+only the routed experts, as in :func:`kvplan.calc.memory.weight_bytes`.
+
+FLOPs per token. ``2 × body_params``: every weight a token passes through (the always-read
+weights without the LM head, plus ``k`` routed experts per MoE layer) costs one multiply-add.
+The LM head runs on ``rows`` positions: every token in decode, only the last prompt token of
+each sequence in prefill (vLLM and TensorRT-LLM compute logits for the last position only).
+Attention per query token per key per layer (``h`` query heads):
+
+- full / sliding: ``2 × h × (head_dim + v_head_dim)`` (QKᵀ and PV; ``4 × h × d`` for d = d_v);
+  a sliding layer attends ``min(position, window)`` keys.
+- MLA decode, absorbed (vLLM, SGLang, FlashMLA): ``2 × h × ((kv_lora_rank + rope) + kv_lora_rank)``,
+  QKᵀ over the 576-wide latent and PV over the 512-wide latent for DeepSeek-V3; FlashMLA's test
+  counts ``2 × h × (d + d_v)`` with d = 576, d_v = 512, and aiconfigurator's generation MLA uses
+  ``2 × h × 1088`` (deepseek-ai/FlashMLA tests/test_flash_mla.py; ai-dynamo/aiconfigurator
+  sdk/perf_database.py query_generation_mla). Decompressed MLA (the ``hf`` profile) and MLA
+  prefill use the per-head dims: ``2 × h × (qk_nope + rope + v_head_dim)``.
+- linear / SSM layers: no per-key term (their recurrent state is read as part of the KV bytes).
+
+Causal prefill over positions ``a+1 … b`` attends ``Σ min(i, window)`` keys: ``b(b+1)/2 − a(a+1)/2``
+for full layers, so the attention term grows as S², and a prefill is compute-bound beyond a
+few hundred tokens on current GPUs.
+
+Communication (ring all-reduce, Patarasuk & Yuan 2009; two per layer plus the vocab-parallel
+embedding, as aiconfigurator's LLAMA model charges ``ar_1``, ``ar_2`` and ``embedding_ar``):
+``2 (tp − 1)/tp × message / link bandwidth + link latency`` per all-reduce. Expert parallelism
+is modelled as in DP-attention + EP deployments (SGLang ``--enable-dp-attention``, DeepSeek's
+wide EP): attention runs data-parallel over the ``ep`` ranks (tp = 1), each rank holds ``E/ep``
+experts, and every MoE layer dispatches and combines its tokens with two all-to-alls of
+``(n/ep) × k × hidden × 2 B × (ep − 1)/ep`` per rank. Load imbalance between ranks is not modelled.
+
+Every function broadcasts over numpy arrays (batch, context, tp, …), so one point and a
+million-point sweep are the same code path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvplan.calc.dtypes import MODEL_DTYPE_BYTES, weight_bits
+from kvplan.calc.kv import KVLayout, kv_layout
+from kvplan.calc.memory import routed_expert_params
+from kvplan.calc.moe import experts_touched
+from kvplan.cards.schema import ModelCard
+from kvplan.engines import EngineProfile
+from kvplan.errors import CardError
+
+ACTIVATION_BYTES = 2  # bf16/fp16 activations on the wire (TP all-reduce, EP all-to-all)
+
+
+def compute_dtype_for(weights_dtype: str, model_dtype: str) -> str:
+    """The tensor-core dtype the GEMMs run in for a weight format.
+
+    bf16/fp16/fp32 → themselves; fp8 → fp8 (W8A8, TensorRT-LLM / vLLM FP8); int8 → int8
+    (SmoothQuant W8A8); fp4 → fp4 (NVFP4 W4A4); int4 (AWQ/GPTQ) and mxfp4 (gpt-oss on Hopper)
+    dequantise to the model dtype (W4A16) before the multiply.
+    """
+    if weights_dtype in ("int4", "mxfp4"):
+        return model_dtype
+    return weights_dtype
+
+
+# --------------------------------------------------------------------------- model figures
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """A layer group's attention cost: FLOPs per query token per key per layer, and its window."""
+
+    kind: str
+    layers: float
+    decode_flops_per_key: float
+    prefill_flops_per_key: float
+    window: float  # math.inf when every key is attended
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """A model card resolved into the figures a roofline needs (one weight and KV format)."""
+
+    name: str
+    weights_dtype: str
+    hidden_size: int
+    layers: float
+    other_weight_bytes: float     # always-read weights except the LM head, whole model
+    lm_head_weight_bytes: float
+    expert_weight_bytes: float    # one routed expert in one layer
+    moe_layers: float
+    num_experts: int
+    experts_per_token: int
+    body_params_per_token: float  # matmul parameters one token passes through, LM head excluded
+    lm_head_params: float
+    groups: tuple[AttentionGroup, ...]
+    layouts: dict = field(compare=False, repr=False)  # tp -> KVLayout (reads: no paging)
+    kv_scale: float = 1.0
+
+    @property
+    def dense_weight_bytes(self) -> float:
+        """Weights every pass reads in full (whole model, one copy)."""
+        return self.other_weight_bytes + self.lm_head_weight_bytes
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe_layers > 0
+
+    def layout(self, tp: int) -> KVLayout:
+        try:
+            return self.layouts[int(tp)]
+        except KeyError:
+            raise KeyError(f"no KV layout resolved for tp={tp}; pass it in model_cost(tps=...)") from None
+
+    def kv_sequence_bytes(self, context, tp=1):
+        """KV bytes one sequence of ``context`` tokens holds on one GPU (what a decode step reads)."""
+        ctx = np.asarray(context, dtype=np.float64)
+        tpa = np.asarray(tp)
+        if tpa.ndim == 0:
+            return self.layout(int(tpa)).sequence_bytes(ctx, per_gpu=True) * self.kv_scale
+        ctx_b, tp_b = np.broadcast_arrays(ctx, tpa)
+        out = np.empty(ctx_b.shape)
+        for t in np.unique(tp_b):  # a handful of tp values, each one vectorised evaluation
+            mask = tp_b == t
+            out[mask] = self.layout(int(t)).sequence_bytes(ctx_b[mask], per_gpu=True)
+        return out * self.kv_scale
+
+    def kv_token_bytes(self, tp=1):
+        """KV bytes one new token writes on one GPU (every layer stores it, windows included)."""
+        tpa = np.asarray(tp)
+        if tpa.ndim == 0:
+            return self.layout(int(tpa)).bytes_per_token_per_gpu * self.kv_scale
+        values = {int(t): self.layout(int(t)).bytes_per_token_per_gpu for t in np.unique(tpa)}
+        return np.vectorize(lambda t: values[int(t)], otypes=[float])(tpa) * self.kv_scale
+
+    def decode_attention_flops(self, position):
+        """Attention FLOPs of one query token at ``position`` (it attends min(position, window) keys)."""
+        pos = np.asarray(position, dtype=np.float64)
+        total = np.zeros_like(pos)
+        for g in self.groups:
+            if g.decode_flops_per_key:
+                total = total + g.layers * g.decode_flops_per_key * np.minimum(pos, g.window)
+        return total
+
+    def prefill_attention_flops(self, start, end):
+        """Causal attention FLOPs of positions ``start+1 … end`` of one sequence: Σ min(i, window) keys."""
+        a = np.asarray(start, dtype=np.float64)
+        b = np.asarray(end, dtype=np.float64)
+        total = np.zeros(np.broadcast_shapes(a.shape, b.shape))
+        for g in self.groups:
+            if g.prefill_flops_per_key:
+                keys = cumulative_keys(b, g.window) - cumulative_keys(a, g.window)
+                total = total + g.layers * g.prefill_flops_per_key * keys
+        return total
+
+    def draft_layers(self, layers: float = 1) -> ModelCost:
+        """An MTP / EAGLE-style draft: ``layers`` average decoder layers of this model plus its LM head.
+
+        Per-layer terms (weights, experts, attention, KV, all-reduces) scale by layers / L; the LM
+        head is kept whole. aiconfigurator charges MTP the same way: (nextn + L) / L of a step
+        (sdk/models/llama.py ``_mtp_scale_factor``).
+        """
+        s = layers / self.layers
+        return dataclasses.replace(
+            self, name=f"{self.name}-draft{layers:g}", layers=float(layers),
+            other_weight_bytes=self.other_weight_bytes * s, moe_layers=self.moe_layers * s,
+            body_params_per_token=self.body_params_per_token * s,
+            groups=tuple(dataclasses.replace(g, layers=g.layers * s) for g in self.groups),
+            kv_scale=self.kv_scale * s,
+        )
+
+
+def cumulative_keys(n, window=math.inf):
+    """``Σ_{i=1..n} min(i, window)``: keys attended by the first n causal positions of a sequence."""
+    n = np.asarray(n, dtype=np.float64)
+    full = n * (n + 1) / 2
+    if math.isinf(window):
+        return full
+    w = float(window)
+    return np.where(n <= w, full, w * (w + 1) / 2 + (n - w) * w)
+
+
+def _attention_group(card: ModelCard, group, decompressed_mla: bool) -> AttentionGroup:
+    heads = group.num_heads or card.num_attention_heads
+    if group.kind in ("full", "sliding"):
+        per_key = 2.0 * heads * (group.head_dim + group.v_dim)
+        window = float(group.window) if group.kind == "sliding" else math.inf
+        return AttentionGroup(group.kind, float(group.count), per_key, per_key, window)
+    if group.kind == "mla":
+        per_head_dims = 2.0 * heads * (group.qk_nope_head_dim + group.qk_rope_head_dim + group.v_head_dim)
+        absorbed = 2.0 * heads * (2 * group.kv_lora_rank + group.qk_rope_head_dim)
+        return AttentionGroup("mla", float(group.count), per_head_dims if decompressed_mla else absorbed,
+                              per_head_dims, math.inf)
+    return AttentionGroup(group.kind, float(group.count), 0.0, 0.0, math.inf)
+
+
+def read_profile(engine: EngineProfile) -> EngineProfile:
+    """The engine's KV storage format, read without paging: attention kernels read only the
+    tokens a sequence holds (no block rounding) and only the window of a sliding layer."""
+    return dataclasses.replace(engine, block_size=None, sliding_retained="window", sliding_extra_pages=0)
+
+
+def model_cost(
+    card: ModelCard, engine: EngineProfile, weights_dtype: str = "auto", kv_dtype: str = "auto",
+    tps=(1,),
+) -> ModelCost:
+    """Resolve ``card`` for one weight format, KV format and engine, with KV layouts for ``tps``."""
+    dtype = (card.weights_dtype or card.dtype) if weights_dtype == "auto" else weights_dtype
+    model_bytes = MODEL_DTYPE_BYTES[card.dtype]
+    lm_head_params = card.vocab_size * card.hidden_size
+    input_embedding = 0 if card.tie_word_embeddings else lm_head_params
+    routed = routed_expert_params(card)
+    other = card.params_total - routed - input_embedding - lm_head_params
+    if other < 0:
+        raise CardError(
+            f"{card.name}: params_total ({card.params_total:,}) is smaller than the routed experts "
+            f"({routed:,}) plus the embedding and LM head ({input_embedding + lm_head_params:,})",
+            "check params_total and moe.expert_params in the card",
+        )
+    if dtype in MODEL_DTYPE_BYTES:
+        other_b = expert_b = lm_b = float(MODEL_DTYPE_BYTES[dtype])
+    else:
+        bits = weight_bits(dtype)
+        expert_b = bits / 8
+        other_b = float(model_bytes) if (dtype == "mxfp4" and card.moe is not None) else bits / 8
+        lm_b = float(model_bytes)
+    moe = card.moe
+    moe_layers = moe.num_moe_layers if moe else 0
+    expert_params = moe.expert_params if moe else 0
+    top_k = moe.experts_per_token if moe else 0
+    profile = read_profile(engine)
+    layouts = {int(t): kv_layout(card, profile, kv_dtype, int(t)) for t in sorted({int(t) for t in tps})}
+    return ModelCost(
+        name=card.name, weights_dtype=dtype, hidden_size=card.hidden_size, layers=float(card.num_layers),
+        other_weight_bytes=other * other_b, lm_head_weight_bytes=lm_head_params * lm_b,
+        expert_weight_bytes=expert_params * expert_b, moe_layers=float(moe_layers),
+        num_experts=moe.num_experts if moe else 0, experts_per_token=top_k,
+        body_params_per_token=float(other + moe_layers * top_k * expert_params),
+        lm_head_params=float(lm_head_params),
+        groups=tuple(_attention_group(card, g, engine.mla_decompressed) for g in card.layer_groups),
+        layouts=layouts,
+    )
+
+
+# --------------------------------------------------------------------------- hardware figures
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A hardware card resolved for one compute dtype, with the efficiencies in force."""
+
+    name: str
+    compute_dtype: str
+    bandwidth_bytes_per_s: float
+    peak_flops_per_s: float
+    eta_mem: float
+    eta_flops: float
+    step_overhead_s: float
+    scale_up_bytes_per_s: float = math.nan  # effective: line rate × link efficiency
+    scale_up_latency_s: float = math.nan
+    scale_up_domain: float = math.inf
+    nic_bytes_per_s: float = math.nan
+    nic_latency_s: float = math.nan
+
+    @property
+    def ridge_flop_per_byte(self) -> float:
+        """Arithmetic intensity where the peak roofline turns: peak FLOPS / peak bandwidth."""
+        return self.peak_flops_per_s / self.bandwidth_bytes_per_s
+
+    def link(self, gpus):
+        """(bandwidth, latency) of the link joining ``gpus`` accelerators: scale-up inside its domain, else NICs."""
+        g = np.asarray(gpus, dtype=np.float64)
+        inside = g <= self.scale_up_domain
+        return (np.where(inside, self.scale_up_bytes_per_s, self.nic_bytes_per_s),
+                np.where(inside, self.scale_up_latency_s, self.nic_latency_s))
+
+
+def allreduce_s(message_bytes, ranks, bandwidth_bytes_per_s, latency_s):
+    """Ring all-reduce: ``2 (p − 1)/p × message / bandwidth + latency``; zero on one rank."""
+    p = np.asarray(ranks, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        t = 2 * (p - 1) / p * np.asarray(message_bytes, dtype=np.float64) / bandwidth_bytes_per_s + latency_s
+    return np.where(p > 1, t, 0.0)
+
+
+def alltoall_s(message_bytes_per_rank, ranks, bandwidth_bytes_per_s, latency_s):
+    """All-to-all: each rank sends ``(p − 1)/p`` of its message off-rank: ``… / bandwidth + latency``."""
+    p = np.asarray(ranks, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        t = (p - 1) / p * np.asarray(message_bytes_per_rank, dtype=np.float64) / bandwidth_bytes_per_s + latency_s
+    return np.where(p > 1, t, 0.0)
+
+
+# --------------------------------------------------------------------------- passes
+
+
+BOUNDS = np.array(["memory", "compute", "communication"])
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """The terms of one forward pass (or a sum of passes) on one GPU; every field an array."""
+
+    weight_bytes: np.ndarray
+    kv_bytes: np.ndarray
+    flops: np.ndarray
+    memory_s: np.ndarray
+    compute_s: np.ndarray
+    comm_s: np.ndarray
+    overhead_s: np.ndarray
+    time_s: np.ndarray
+    floor_s: np.ndarray
+    experts_touched: np.ndarray  # per MoE layer, on one rank (0 for dense models)
+    passes: np.ndarray
+
+    @property
+    def bytes(self):
+        return self.weight_bytes + self.kv_bytes
+
+    @property
+    def intensity_flop_per_byte(self):
+        return self.flops / self.bytes
+
+    @property
+    def bound(self):
+        """'memory', 'compute' or 'communication': the largest of the three time terms."""
+        return BOUNDS[np.argmax(np.stack(np.broadcast_arrays(self.memory_s, self.compute_s, self.comm_s)), axis=0)]
+
+    def total(self, axis: int = -1, where=None) -> PassCost:
+        """Sum over passes along ``axis`` (``where`` masks the padding of ragged pass counts).
+
+        ``experts_touched`` takes the largest pass's value (the count a single pass reaches).
+        """
+        def summed(x):
+            x = np.asarray(x, dtype=np.float64)
+            return (np.where(where, x, 0.0) if where is not None else x).sum(axis=axis)
+
+        touched = np.asarray(self.experts_touched, dtype=np.float64)
+        if where is not None:
+            touched = np.where(where, touched, 0.0)
+        values = {f.name: summed(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        values["experts_touched"] = touched.max(axis=axis)
+        return PassCost(**values)
+
+
+def forward_pass(
+    cost: ModelCost, machine: Machine, *, tokens, kv_bytes, attention_flops, lm_head_rows,
+    tp=1, ep=1, overlap_comm: bool = False,
+) -> PassCost:
+    """One forward pass of ``tokens`` new tokens over an instance of tp × ep GPUs (per-GPU terms).
+
+    ``kv_bytes`` is already per GPU; ``attention_flops`` is the instance total. With tp > 1 the
+    weights and FLOPs split over tp ranks; with ep > 1 (tp = 1) the dense weights are
+    replicated, the experts split over ep ranks and the tokens spread evenly over them.
+    """
+    tp = np.asarray(tp, dtype=np.float64)
+    ep = np.asarray(ep, dtype=np.float64)
+    n = np.asarray(tokens, dtype=np.float64)
+    shards = tp * ep
+    touched = (experts_touched(cost.num_experts, cost.experts_per_token, n, ep) if cost.is_moe
+               else np.zeros_like(n))
+    weight_bytes = cost.dense_weight_bytes / tp + cost.moe_layers * touched * cost.expert_weight_bytes / tp
+    flops = (2 * cost.body_params_per_token * n + 2 * cost.lm_head_params * np.asarray(lm_head_rows, dtype=np.float64)
+             + np.asarray(attention_flops, dtype=np.float64)) / shards
+    kv = np.asarray(kv_bytes, dtype=np.float64)
+    total_bytes = weight_bytes + kv
+    bw, lat = machine.link(shards)
+    message = n * cost.hidden_size * ACTIVATION_BYTES
+    comm = (2 * cost.layers + 1) * allreduce_s(message, tp, bw, lat)
+    if cost.is_moe:
+        comm = comm + 2 * cost.moe_layers * alltoall_s(message / ep * cost.experts_per_token, ep, bw, lat)
+    memory_s = total_bytes / (machine.bandwidth_bytes_per_s * machine.eta_mem)
+    compute_s = flops / (machine.peak_flops_per_s * machine.eta_flops)
+    if overlap_comm:
+        time_s = np.maximum(np.maximum(memory_s, compute_s), comm) + machine.step_overhead_s
+    else:
+        time_s = np.maximum(memory_s, compute_s) + comm + machine.step_overhead_s
+    floor_s = np.maximum(total_bytes / machine.bandwidth_bytes_per_s, flops / machine.peak_flops_per_s)
+    arrays = np.broadcast_arrays(weight_bytes, kv, flops, memory_s, compute_s, comm,
+                                 np.asarray(machine.step_overhead_s, dtype=np.float64), time_s, floor_s, touched)
+    arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    return PassCost(*arrays, passes=np.ones_like(arrays[0]))
+
+
+def decode_step(
+    cost: ModelCost, machine: Machine, batch, context, *, tp=1, ep=1, query_tokens: int = 1,
+    overlap_comm: bool = False,
+) -> PassCost:
+    """One decode step of ``batch`` sequences whose newest token sits at position ``context``.
+
+    Each sequence reads its KV at ``context + query_tokens − 1`` tokens once and runs
+    ``query_tokens`` queries (1 for plain decode, k + 1 for speculative verification, the
+    queries at positions context … context + q − 1). Per GPU: with ep > 1 each rank holds
+    batch / ep sequences.
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    ctx = np.asarray(context, dtype=np.float64)
+    epa = np.asarray(ep, dtype=np.float64)
+    attention = sum(cost.decode_attention_flops(ctx + j) for j in range(query_tokens))
+    kv = b / epa * cost.kv_sequence_bytes(ctx + (query_tokens - 1), tp)
+    return forward_pass(cost, machine, tokens=b * query_tokens, kv_bytes=kv, attention_flops=b * attention,
+                        lm_head_rows=b * query_tokens, tp=tp, ep=ep, overlap_comm=overlap_comm)
+
+
+def prefill(
+    cost: ModelCost, machine: Machine, batch, prompt_tokens, *, tp=1, ep=1, chunk_tokens=None,
+    overlap_comm: bool = False,
+) -> PassCost:
+    """Prefill of ``batch`` prompts of ``prompt_tokens`` each, in passes of ``chunk_tokens`` tokens.
+
+    Unchunked (``chunk_tokens`` None) is one pass over batch × S tokens. Chunked, the prompts
+    form one stream of batch × S tokens cut into passes of C tokens (a token budget per step,
+    as vLLM's ``max_num_batched_tokens``): pass p covers stream tokens [pC, min((p+1)C, N)).
+    Per pass, with A(t) = ⌊t/S⌋ × a(S) + a(t mod S) the causal attention FLOPs of the first t
+    stream tokens: attention = A(t1) − A(t0); LM-head rows = prompts that end in the pass;
+    KV = the pass's tokens written + the prefix of the prompt it continues, read once. Every
+    pass re-reads the weights and pays the step overhead: that is what chunking costs.
+    Returns the sum over passes (``passes`` counts them).
+    """
+    b = np.asarray(batch, dtype=np.float64)
+    s = np.asarray(prompt_tokens, dtype=np.float64)
+    n_total = b * s
+    c = n_total if chunk_tokens is None else np.minimum(np.asarray(chunk_tokens, dtype=np.float64), n_total)
+    n_total, s, c, tpa, epa = np.broadcast_arrays(n_total, s, c, np.asarray(tp), np.asarray(ep))
+    n_passes = np.ceil(n_total / c)
+    width = int(n_passes.max()) if n_passes.size else 1
+    p = np.arange(width, dtype=np.float64)
+    t0 = c[..., None] * p
+    n_b, s_b = n_total[..., None], s[..., None]
+    valid = t0 < n_b
+    t1 = np.minimum(t0 + c[..., None], n_b)
+    t0 = np.where(valid, t0, n_b)
+    t1 = np.where(valid, t1, n_b)
+
+    def stream_attention(t):
+        whole, rest = np.floor(t / s_b), np.mod(t, s_b)
+        return whole * cost.prefill_attention_flops(0, s_b) + cost.prefill_attention_flops(0, rest)
+
+    tokens = t1 - t0
+    attention = stream_attention(t1) - stream_attention(t0)
+    rows = np.floor(t1 / s_b) - np.floor(t0 / s_b)
+    tp_b, ep_b = tpa[..., None], epa[..., None]
+    prefix = np.where(valid, np.mod(t0, s_b), 0.0)
+    kv = (tokens * cost.kv_token_bytes(tp_b) + cost.kv_sequence_bytes(prefix, tp_b) * (prefix > 0)) / ep_b
+    passes = forward_pass(cost, machine, tokens=tokens, kv_bytes=kv, attention_flops=attention,
+                          lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm)
+    return passes.total(axis=-1, where=valid)
+
+
+def speculative_tokens_per_step(draft_tokens, acceptance):
+    """Expected tokens one verification step yields: ``(1 − α^(k+1)) / (1 − α)`` (k + 1 at α = 1).
+
+    Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative Decoding",
+    ICML 2023, eq. (1), with per-token acceptance α i.i.d. and k drafted tokens.
+    """
+    k = np.asarray(draft_tokens, dtype=np.float64)
+    a = np.asarray(acceptance, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = (1 - a ** (k + 1)) / (1 - a)
+    return np.where(a >= 1, k + 1, value)
+
+
+def mean_over_output(step_fn, prompt_tokens, output_tokens, *, samples: int = 65):
+    """Mean of ``step_fn(context)`` over the decode steps of one output: contexts S+1 … S+O−1.
+
+    The prefill emits token 1; decode step j (j = 1 … O−1) attends S + j tokens and emits token
+    j + 1, so the mean TPOT averages O − 1 steps at their own context — not every step at the
+    final length. With O − 1 ≤ ``samples`` steps every step is evaluated (exact). Beyond that
+    the mean is the trapezoidal average over ``samples`` evenly spaced contexts, which is exact
+    when step time is affine in the context over the range (memory-bound or compute-bound
+    throughout, no window edge inside) and otherwise errs only around the one or two kinks
+    (memory → compute crossover, a sliding window filling up): below 0.1 % in the tests.
+    With O = 1 there is no decode step; the step at context S + 1 is returned as the TPOT.
+    """
+    s = np.asarray(prompt_tokens, dtype=np.float64)
+    o = np.asarray(output_tokens, dtype=np.float64)
+    s, o = np.broadcast_arrays(s, o)
+    steps = np.maximum(o - 1, 1)
+    j = np.arange(samples, dtype=np.float64)
+    exact = (steps <= samples)[..., None]
+    first, last = (s + 1)[..., None], (s + steps)[..., None]
+    u = j / (samples - 1)
+    ctx = np.where(exact, np.minimum(first + j, last), first + u * (last - first))
+    trapezoid = np.where((j == 0) | (j == samples - 1), 0.5, 1.0) / (samples - 1)
+    weights = np.where(exact, (j < steps[..., None]) / steps[..., None], trapezoid)
+    values = step_fn(ctx)
+    return (np.asarray(values) * weights).sum(axis=-1)

@@ -1,0 +1,94 @@
+"""``kvplan workload [TRACE]``: summarise a request trace, or a workload given by flags, and its reuse."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, handle_errors
+from kvplan.errors import InputError
+from kvplan.plans.workload import presentation, workload, workload_spec
+from kvplan.report.render import render, write_atomic
+from kvplan.result import Result
+from kvplan.units import parse_list, parse_seconds, parse_tokens
+from kvplan.workload.synthetic import workload_from_flags
+
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
+ColumnsOpt = Annotated[Optional[str], typer.Option(
+    "--columns", help="Generic CSV columns: timestamp=COL,isl=COL,osl=COL.")]
+TimestampUnitOpt = Annotated[Optional[str], typer.Option(
+    "--timestamp-unit", help="Generic CSV timestamps: s, ms, us, ns or datetime (default s).")]
+SkipBadRowsOpt = Annotated[bool, typer.Option(
+    "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
+CacheTokensOpt = Annotated[Optional[str], typer.Option(
+    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
+IslOpt = Annotated[Optional[str], typer.Option(
+    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
+OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
+ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
+TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
+ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
+SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
+
+
+@handle_errors
+def workload_command(
+    trace: Annotated[Optional[Path], typer.Argument(
+        help="Trace file: Azure CSV, Mooncake JSONL or a CSV with --columns. Omit it to use workload flags.")] = None,
+    trace_format: TraceFormatOpt = "auto",
+    columns: ColumnsOpt = None,
+    timestamp_unit: TimestampUnitOpt = None,
+    skip_bad_rows: SkipBadRowsOpt = False,
+    cache_tokens: CacheTokensOpt = None,
+    bucket: Annotated[str, typer.Option("--bucket", help="Bucket for the rate over time.")] = "60s",
+    rate: RateOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    arrival_cv: ArrivalCVOpt = 1.0,
+    turns: TurnsOpt = 1,
+    think_time: ThinkTimeOpt = "0s",
+    shared_prefix: SharedPrefixOpt = "0",
+    sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 100_000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampling.")] = 0,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+) -> None:
+    """Workload summary: rate, burstiness, ISL/OSL percentiles, prefix reuse, LRU hit rate vs cache size."""
+    sizes = parse_list(cache_tokens, lambda t: parse_tokens(t, allow_zero=True), what="--cache-tokens") \
+        if cache_tokens is not None else []
+    bucket_s = parse_seconds(bucket)
+    flags_given = any(v is not None for v in (rate, isl, osl))
+    if trace is not None and flags_given:
+        raise InputError("give a trace or workload flags (--rate/--isl/--osl), not both")
+    if trace is not None:
+        result = workload(trace, trace_format=trace_format, columns=columns, timestamp_unit=timestamp_unit,
+                          skip_bad_rows=skip_bad_rows, cache_tokens=sizes, bucket_s=bucket_s)
+    elif rate is not None and isl is not None and osl is not None:
+        spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
+                                   think_time_s=parse_seconds(think_time),
+                                   shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+        result = workload_spec(spec, cache_tokens=sizes, sample_requests=sample, seed=seed, bucket_s=bucket_s)
+    else:
+        raise InputError("no workload: give a TRACE file, or --rate, --isl and --osl",
+                         "e.g. kvplan workload trace.jsonl, or kvplan workload --rate 5 --isl 2k --osl 256")
+    if fmt in ("table", "markdown"):
+        emit_tables(result, presentation(result), fmt, output, explain)
+    else:
+        emit(result, fmt, output, explain)
+
+
+def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | None, explain: bool) -> None:
+    """Print or write several tables as one document; notes (e.g. skipped rows) go to stderr."""
+    text = "\n".join(render(table, fmt, explain=explain) for table in tables)
+    if output is not None:
+        write_atomic(output, text)
+        typer.echo(f"Wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+    for note in result.assumptions:
+        typer.echo(f"Note: {note}", err=True)

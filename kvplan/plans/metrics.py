@@ -1,0 +1,256 @@
+"""The metrics a plan's assertions may name, and the producers that compute them.
+
+``METRICS`` maps a metric name to ``Metric(description, unit, producer)``. A producer turns a
+plan into numbers (one call computes all of its metrics) and says when it cannot:
+
+- ``fit``: the engine's start-up arithmetic (:func:`kvplan.plans.fit.fit`), always available.
+- ``latency``: roofline latency (:mod:`kvplan.plans.latency`), needs a workload.
+- ``fleet``: percentile latencies and pool sizes from the fleet / PD planner; not wired yet.
+
+To add metrics, write ``compute(context) -> Produced`` and call :func:`register` once, here::
+
+    register(Producer("pd", compute=pd_metrics, needs_workload=True),
+             {"prefill_gpus": ("GPUs in the prefill pool", "GPUs"), ...})
+
+A known metric whose producer cannot run is an error naming why ("needs a workload",
+"available once …"), never a silent pass.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kvplan.errors import InputError
+from kvplan.result import Result
+
+if TYPE_CHECKING:
+    from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
+    from kvplan.plans.planfile import Plan
+
+
+@dataclass
+class Produced:
+    """One producer's output: metric values, the chain of numbers behind them, its notes."""
+
+    values: dict[str, float | bool]
+    explain: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    result: Result | None = None
+
+
+@dataclass(frozen=True)
+class Producer:
+    name: str
+    compute: Callable[[PlanContext], Produced] | None
+    needs_workload: bool = False
+    module: str | None = None   # importable module the producer relies on
+    pending: str | None = None  # why it is not available yet (compute is None)
+
+    def unavailable(self, plan: Plan) -> str | None:
+        """None when this producer can run for ``plan``; else the reason, as a phrase."""
+        if self.compute is None:
+            return self.pending or "is not available in this version of kvplan"
+        if self.module and importlib.util.find_spec(self.module) is None:
+            return f"is available once {self.module} is installed"
+        if self.needs_workload and (plan.workload is None or not plan.workload.has_lengths):
+            return "needs a workload (workload: {qps, isl, osl} or workload: {trace: FILE})"
+        return None
+
+
+@dataclass(frozen=True)
+class Metric:
+    description: str
+    unit: str
+    producer: Producer
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register(producer: Producer, metrics: dict[str, tuple[str, str]]) -> None:
+    """Add ``metrics`` (name → (description, unit)), all computed by ``producer``."""
+    for name, (description, unit) in metrics.items():
+        METRICS[name] = Metric(description, unit, producer)
+
+
+def unavailable(name: str, plan: Plan) -> str | None:
+    return METRICS[name].producer.unavailable(plan)
+
+
+def hint_for(name: str) -> str:
+    producer = METRICS[name].producer
+    if producer.needs_workload and producer.compute is not None:
+        return "add a workload section to the plan, or drop the assertion"
+    available = [n for n, m in METRICS.items() if m.producer.compute is not None and not m.producer.needs_workload]
+    return f"metrics available without a workload: {', '.join(available)}"
+
+
+class PlanContext:
+    """A plan with its cards loaded once; producers read from it and cache their output."""
+
+    def __init__(self, plan: Plan, base_dir: Path, cards: tuple[Path, ...] = ()) -> None:
+        self.plan = plan
+        self.base_dir = base_dir
+        self.cards = cards
+        self._produced: dict[str, Produced] = {}
+
+    @cached_property
+    def model_card(self) -> ModelCard:
+        from kvplan.cards.loader import load_model
+
+        return load_model(self._path_or_name(self.plan.model), self.cards)
+
+    @cached_property
+    def system_card(self) -> SystemCard | None:
+        from kvplan.cards.loader import load_system
+
+        return load_system(self._path_or_name(self.plan.system), self.cards) if self.plan.system else None
+
+    @cached_property
+    def hardware_card(self) -> HardwareCard:
+        from kvplan.cards.loader import load_hardware
+
+        name = self.plan.hardware or self.system_card.accelerator
+        return load_hardware(self._path_or_name(name), self.cards)
+
+    def _path_or_name(self, text: str) -> str:
+        """Card files named in a plan are relative to the plan file."""
+        if text.endswith((".yaml", ".yml", ".json")) and not Path(text).is_absolute():
+            return str(self.base_dir / text)
+        return text
+
+    @property
+    def max_model_len(self) -> int:
+        return self.plan.engine.max_model_len or self.model_card.max_context
+
+    @property
+    def concurrency(self) -> int:
+        workload = self.plan.workload
+        return workload.concurrency if workload and workload.concurrency else 1
+
+    def produce(self, producer: Producer) -> Produced:
+        if producer.name not in self._produced:
+            reason = producer.unavailable(self.plan)
+            if reason:
+                raise InputError(f"{producer.name} metrics: {reason}", "drop the assertions that need them")
+            self._produced[producer.name] = producer.compute(self)
+        return self._produced[producer.name]
+
+
+def evaluate(context: PlanContext, names: list[str] | None = None) -> dict[str, Produced]:
+    """Run the producers of ``names`` (every available producer when None), fit first."""
+    if names is None:
+        producers = list(dict.fromkeys(m.producer for m in METRICS.values()))
+        producers = [p for p in producers if p.unavailable(context.plan) is None]
+    else:
+        producers = list(dict.fromkeys([FIT, *(METRICS[n].producer for n in names)]))
+    return {p.name: context.produce(p) for p in producers}
+
+
+# --------------------------------------------------------------------------- fit
+
+
+def _fit_metrics(context: PlanContext) -> Produced:
+    from kvplan.calc.kv import kv_layout
+    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+    from kvplan.plans.fit import Overrides, fit
+    from kvplan.plans.size import explain_layout
+
+    engine = context.plan.engine
+    card, hw = context.model_card, context.hardware_card
+    seq, batch = context.max_model_len, context.concurrency
+    result = fit(
+        card, hw, seq=[seq], batch=[batch], kv_dtype=[engine.kv_cache_dtype],
+        tp=[engine.tensor_parallel_size], pp=engine.pipeline_parallel_size, engine=[engine.name],
+        weights_dtype=engine.weights_dtype, gpu_memory_utilization=engine.gpu_memory_utilization,
+        block_size=engine.block_size, max_num_batched_tokens=engine.max_num_batched_tokens,
+        max_num_seqs=engine.max_num_seqs, overrides=Overrides(kv_cache_memory_bytes=engine.kv_cache_memory_bytes),
+        allow_long_context=engine.allow_long_context,
+    )
+    row = result.rows[0]
+    layout = kv_layout(card, get_profile(engine.name), engine.kv_cache_dtype, engine.tensor_parallel_size,
+                       engine.pipeline_parallel_size, block_size=engine.block_size,
+                       max_num_batched_tokens=engine.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    values = {
+        "kv_cache_memory_bytes": row["kv_cache_memory_bytes"],
+        "num_blocks": row["num_blocks"],
+        "kv_cache_tokens": row["kv_cache_tokens"],
+        "max_concurrency_at_max_len": row["max_concurrency"],
+        "max_concurrency": row["max_concurrency"],
+        "kv_fits": row["fits"],
+        "weights_bytes_per_gpu": row["weights_bytes_per_gpu"],
+        "activation_bytes": row["activation_bytes"],
+        "kv_bytes_per_token": row["kv_bytes_per_token"],
+        "kv_bytes_per_token_per_gpu": row["kv_bytes_per_token_per_gpu"],
+        "kv_bytes_per_sequence": row["kv_bytes_per_sequence"],
+        "kv_bytes_per_sequence_per_gpu": row["kv_bytes_per_sequence_per_gpu"],
+        "kv_bytes_total_per_gpu": row["kv_bytes_total_per_gpu"],
+        "max_context_at_batch": row["max_context_at_batch"],
+        "max_model_len": seq,
+        "concurrency": batch,
+        "gpu_memory_bytes": row["gpu_memory_bytes"],
+        "gpus_per_instance": engine.tensor_parallel_size * engine.pipeline_parallel_size,
+    }
+    explain = explain_layout(card, layout, seq) + result.explain
+    if result.verdict:
+        explain.append(f"verdict: {result.verdict}")
+    return Produced(values, explain, result.assumptions, result)
+
+
+FIT = Producer("fit", compute=_fit_metrics)
+register(FIT, {
+    "kv_cache_memory_bytes": ("KV-cache budget on one GPU under the engine's rule", "bytes"),
+    "num_blocks": ("KV blocks on one GPU", "blocks"),
+    "kv_cache_tokens": ("tokens the KV cache holds (num_blocks × block_size)", "tokens"),
+    "max_concurrency_at_max_len": ("requests of max_model_len tokens the cache holds at once", "requests"),
+    "max_concurrency": ("same as max_concurrency_at_max_len", "requests"),
+    "kv_fits": ("the cache holds `concurrency` requests of max_model_len (vLLM's start-up check at 1)", "bool"),
+    "weights_bytes_per_gpu": ("weights on one GPU", "bytes"),
+    "activation_bytes": ("activation peak reserved on one GPU (estimated)", "bytes"),
+    "kv_bytes_per_token": ("KV bytes per token, one copy of every layer", "bytes"),
+    "kv_bytes_per_token_per_gpu": ("KV bytes per token on one GPU (with replication)", "bytes"),
+    "kv_bytes_per_sequence": ("KV bytes of one max_model_len request, one copy", "bytes"),
+    "kv_bytes_per_sequence_per_gpu": ("KV bytes of one max_model_len request on one GPU", "bytes"),
+    "kv_bytes_total_per_gpu": ("KV bytes of `concurrency` max_model_len requests on one GPU", "bytes"),
+    "max_context_at_batch": ("longest context every one of `concurrency` requests can have", "tokens"),
+    "max_model_len": ("tokens per request (engine max_model_len)", "tokens"),
+    "concurrency": ("sequences held at once (workload.concurrency, default 1)", "requests"),
+    "gpu_memory_bytes": ("GPU memory the runtime sees", "bytes"),
+    "gpus_per_instance": ("tensor_parallel_size × pipeline_parallel_size", "GPUs"),
+})
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def _latency_metrics(context: PlanContext) -> Produced:
+    from kvplan.plans.latency_adapter import plan_latency  # noqa: F401  (replaced below)
+
+    raise AssertionError("unreachable")
+
+
+LATENCY = Producer("latency", compute=_latency_metrics, needs_workload=True, module="kvplan.plans.latency")
+register(LATENCY, {
+    "ttft_s": ("time to first token: prefill of isl tokens + first decode step (no queueing)", "s"),
+    "tpot_s": ("time per output token at the plan's concurrency", "s"),
+    "decode_step_s": ("one decode step at the plan's concurrency and mean context", "s"),
+    "tokens_per_s": ("output tokens per second of one instance at the plan's concurrency", "tokens/s"),
+})
+
+
+# --------------------------------------------------------------------------- fleet (not wired yet)
+
+FLEET = Producer("fleet", compute=None, needs_workload=True,
+                 pending="is available once the fleet / PD planner lands (kvplan plan, kvplan pd)")
+register(FLEET, {
+    **{f"{kind}_{stat}_s": (f"{stat} {kind.upper()} under the workload's arrival rate (queueing included)", "s")
+       for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")},
+    "prefill_gpus": ("GPUs in the prefill pool", "GPUs"),
+    "decode_gpus": ("GPUs in the decode pool", "GPUs"),
+    "total_gpus": ("GPUs the deployment needs in all", "GPUs"),
+})

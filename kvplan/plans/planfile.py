@@ -1,0 +1,329 @@
+"""Plan files: one YAML file describing a deployment, validated, loaded and evaluated.
+
+A plan names the model, the hardware (or a system card), the engine with its settings under
+the engine's own names, an optional workload and SLOs, and the assertions CI checks::
+
+    name: llama70b-h100-tp4
+    model: meta-llama/Llama-3.1-70B-Instruct
+    hardware: h100-sxm
+    engine:
+      name: vllm
+      tensor_parallel_size: 4
+      max_model_len: 128k
+      kv_cache_dtype: fp8
+      gpu_memory_utilization: 0.9
+    workload: {qps: 2, isl: 8k, osl: 512}
+    slo: {ttft: "p99<=2s", tpot: "p99<=50ms"}
+    assertions:
+      - max_concurrency_at_max_len >= 16
+      - kv_fits: true
+
+The schema forbids unknown keys everywhere (``kvplan schema`` prints it as JSON Schema).
+Assertions are parsed by :mod:`kvplan.plans.expr` and their metric names checked against
+the registry in :mod:`kvplan.plans.metrics` when the file is loaded, so a typo fails before
+any number is computed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
+from kvplan.engines import ENGINE_NAMES
+from kvplan.errors import InputError, KvplanError
+from kvplan.plans import metrics as registry
+from kvplan.plans.expr import Assertion, parse_assertion
+from kvplan.units import parse_bytes, parse_seconds, parse_tokens
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _unit(parse):
+    def convert(value):
+        if value is None or isinstance(value, bool):
+            return value
+        try:
+            return parse(value)
+        except KvplanError as exc:  # pydantic reports ValueError with the field's location
+            raise ValueError(exc.message) from None
+    return BeforeValidator(convert)
+
+
+Tokens = Annotated[int, _unit(parse_tokens), Field(gt=0, description="tokens; '128k' = 131072 (k = 1024)")]
+Bytes = Annotated[int, _unit(parse_bytes), Field(ge=0, description="bytes; '80GB' = 80e9, '80GiB' = 80 × 2^30")]
+
+# vLLM's own spellings of the KV dtype; kvplan's short names are accepted too.
+_KV_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
+_WEIGHTS_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+
+# Each engine's names for the settings kvplan reads, mapped to vLLM's (the canonical keys).
+ENGINE_NATIVE_NAMES: dict[str, dict[str, str]] = {
+    "sglang": {"tp_size": "tensor_parallel_size", "pp_size": "pipeline_parallel_size",
+               "context_length": "max_model_len", "mem_fraction_static": "gpu_memory_utilization",
+               "page_size": "block_size", "chunked_prefill_size": "max_num_batched_tokens",
+               "max_running_requests": "max_num_seqs"},
+    "trtllm": {"max_seq_len": "max_model_len", "free_gpu_memory_fraction": "gpu_memory_utilization",
+               "tokens_per_block": "block_size", "max_num_tokens": "max_num_batched_tokens",
+               "max_batch_size": "max_num_seqs"},
+}
+
+
+class PlanModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineSettings(PlanModel):
+    """The engine and its settings, under vLLM's names (SGLang's and TensorRT-LLM's are mapped)."""
+
+    name: Literal[ENGINE_NAMES] = Field("vllm", description="engine profile")  # type: ignore[valid-type]
+    tensor_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1)
+    max_model_len: Tokens | None = Field(None, description="tokens per request; default: the model's max context")
+    kv_cache_dtype: str = Field("auto", description=f"one of {', '.join(KV_DTYPE_NAMES)} (or bfloat16, float16)")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction")
+    block_size: int | None = Field(None, ge=1, description="tokens per KV block (engine default)")
+    max_num_batched_tokens: Tokens | None = Field(None, description="default 8192")
+    max_num_seqs: int = Field(256, ge=1)
+    weights_dtype: str = Field("auto", description=f"one of {', '.join(WEIGHT_DTYPE_NAMES)}")
+    kv_cache_memory_bytes: Bytes | None = Field(None, description="fix the KV budget per GPU (vLLM --kv-cache-memory-bytes)")
+    allow_long_context: bool = Field(False, description="allow max_model_len beyond the model's max context")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _native_names(cls, data):
+        if isinstance(data, str):
+            return {"name": data}
+        if not isinstance(data, dict):
+            return data
+        native = ENGINE_NATIVE_NAMES.get(str(data.get("name", "vllm")), {})
+        out = {}
+        for key, value in data.items():
+            canonical = native.get(key, key)
+            if canonical in out:
+                raise ValueError(f"'{key}' and '{canonical}' name the same setting; keep one")
+            out[canonical] = value
+        return out
+
+    @field_validator("kv_cache_dtype")
+    @classmethod
+    def _kv_dtype(cls, value: str) -> str:
+        value = _KV_DTYPE_ALIASES.get(value, value)
+        if value not in KV_DTYPE_NAMES:
+            raise ValueError(f"unknown KV cache dtype '{value}' (choose one of: {', '.join(KV_DTYPE_NAMES)})")
+        return value
+
+    @field_validator("weights_dtype")
+    @classmethod
+    def _weights_dtype(cls, value: str) -> str:
+        value = _WEIGHTS_ALIASES.get(value, value)
+        if value not in WEIGHT_DTYPE_NAMES:
+            raise ValueError(f"unknown weights dtype '{value}' (choose one of: {', '.join(WEIGHT_DTYPE_NAMES)})")
+        return value
+
+
+class Workload(PlanModel):
+    """Request rate and lengths (means), or a trace file they are read from."""
+
+    qps: float | None = Field(None, gt=0, description="arrival rate, requests per second")
+    isl: Tokens | None = Field(None, description="input (prompt) tokens per request")
+    osl: Tokens | None = Field(None, description="output tokens per request")
+    trace: str | None = Field(None, description="trace file (Azure CSV, Mooncake JSONL), relative to the plan")
+    trace_format: Literal["auto", "azure", "mooncake", "csv"] = "auto"
+    concurrency: int | None = Field(None, ge=1, description="sequences held at once at max_model_len (default 1)")
+
+    @model_validator(mode="after")
+    def _lengths_or_trace(self):
+        if self.trace is not None and (self.isl is not None or self.osl is not None):
+            raise ValueError("give isl/osl or a trace, not both")
+        if self.trace is None and (self.isl is None) != (self.osl is None):
+            raise ValueError("give both isl and osl")
+        return self
+
+    @property
+    def has_lengths(self) -> bool:
+        return self.trace is not None or self.isl is not None
+
+
+_SLO = re.compile(r"^\s*(mean|p\d{2}(?:\.\d+)?)\s*(<=|<)\s*(\S+)\s*$")
+SLO_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def parse_slo(text: str) -> tuple[str, float]:
+    """``'p99<=2s'`` → ('p99', 2.0)."""
+    match = _SLO.match(str(text))
+    if not match or match.group(1) not in SLO_STATS:
+        raise ValueError(f"cannot read SLO '{text}' (write e.g. 'p99<=2s' or 'p50<=50ms'; "
+                         f"statistics: {', '.join(SLO_STATS)})")
+    try:
+        return match.group(1), parse_seconds(match.group(3))
+    except KvplanError as exc:
+        raise ValueError(exc.message) from None
+
+
+class SLO(PlanModel):
+    """Latency targets as 'p99<=2s' strings; each becomes an assertion on the matching metric."""
+
+    ttft: str | None = Field(None, description="time to first token, e.g. 'p99<=2s'")
+    tpot: str | None = Field(None, description="time per output token, e.g. 'p99<=50ms'")
+
+    @field_validator("ttft", "tpot")
+    @classmethod
+    def _readable(cls, value):
+        if value is not None:
+            parse_slo(value)
+        return value
+
+
+AssertionItem = Union[str, dict[str, Union[bool, float]]]
+
+
+class Plan(PlanModel):
+    """One deployment: model, hardware or system, engine settings, workload, SLOs, assertions."""
+
+    name: str | None = Field(None, description="a label for reports and CI")
+    description: str | None = None
+    model: str = Field(description="model card name, Hugging Face repo id, card file or config.json")
+    hardware: str | None = Field(None, description="hardware card (one accelerator)")
+    system: str | None = Field(None, description="system card (node / supernode); its accelerator is used")
+    engine: EngineSettings = Field(default_factory=EngineSettings)
+    workload: Workload | None = None
+    slo: SLO | None = None
+    assertions: list[AssertionItem] = Field(
+        default_factory=list,
+        description="expressions over metric names, e.g. 'max_concurrency_at_max_len >= 16', or {kv_fits: true}")
+
+    @model_validator(mode="after")
+    def _one_target(self):
+        if (self.hardware is None) == (self.system is None):
+            raise ValueError("give exactly one of 'hardware' and 'system'")
+        return self
+
+
+def plan_json_schema() -> dict:
+    """The plan file's JSON Schema (what ``kvplan schema`` prints)."""
+    schema = Plan.model_json_schema()
+    schema["title"] = "kvplan plan file"
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    """A validated plan, where it came from, and its parsed assertions (SLOs included)."""
+
+    path: Path
+    plan: Plan
+    assertions: tuple[Assertion, ...]
+    slo_assertions: tuple[Assertion, ...]
+
+    @property
+    def label(self) -> str:
+        return self.plan.name or self.path.stem
+
+
+def read_yaml(path: Path, what: str = "plan") -> tuple[dict, yaml.Node | None]:
+    """The YAML mapping in ``path`` and its node tree (for line numbers)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"no {what} file at '{path}'", "check the path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}", "check the file") from None
+    try:
+        data = yaml.load(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(f"{path}:{where} is not valid YAML", f"fix the syntax; a {what} file is a YAML mapping") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a {what} file must be a YAML mapping", f"see 'kvplan schema' for the {what} keys")
+    return data, node
+
+
+def describe_errors(path: Path, error: ValidationError, root: type[BaseModel]) -> InputError:
+    """Unknown keys all named at once (with the valid ones); otherwise the first problem."""
+    unknown = [e for e in error.errors() if e["type"] == "extra_forbidden"]
+    if unknown:
+        keys = [".".join(str(p) for p in e["loc"]) for e in unknown]
+        parents = {tuple(e["loc"][:-1]) for e in unknown}
+        valid = "; ".join(f"{'.'.join(map(str, p)) or 'top level'}: {', '.join(_fields_at(root, p))}"
+                          for p in sorted(parents))
+        return InputError(f"{path}: unknown key{'s' if len(keys) > 1 else ''} {', '.join(keys)}",
+                          f"valid keys — {valid}")
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(file)"
+    message = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, (dict, list)) else f" (got {got!r})"
+    return InputError(f"{path}: {where}: {message}{suffix}", "see 'kvplan schema' for the expected keys and values")
+
+
+def _fields_at(root: type[BaseModel], loc: tuple) -> list[str]:
+    model = root
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[str(part)].annotation
+        inner = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)
+                 and issubclass(a, BaseModel)]
+        if not inner:
+            return []
+        model = inner[0]
+    return list(model.model_fields)
+
+
+def _assertion_lines(node: yaml.Node | None) -> list[int | None]:
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    for key, value in node.value:
+        if getattr(key, "value", None) == "assertions" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def slo_assertions(plan: Plan) -> list[Assertion]:
+    """Each SLO as an assertion on its percentile metric (``ttft: p99<=2s`` → ``ttft_p99_s <= 2``)."""
+    out = []
+    for kind in ("ttft", "tpot"):
+        text = getattr(plan.slo, kind) if plan.slo else None
+        if text is not None:
+            stat, limit_s = parse_slo(text)
+            out.append(parse_assertion(f"{kind}_{stat}_s <= {limit_s!r}"))
+    return out
+
+
+def load_plan(path: str | Path) -> PlanFile:
+    """Read, validate and parse a plan file; every metric an assertion names must be known and available."""
+    path = Path(path)
+    data, node = read_yaml(path)
+    try:
+        plan = Plan.model_validate(data)
+    except ValidationError as exc:
+        raise describe_errors(path, exc, Plan) from None
+    lines = _assertion_lines(node)
+    assertions = []
+    for i, item in enumerate(plan.assertions):
+        try:
+            assertions.append(parse_assertion(item, lines[i] if i < len(lines) else None))
+        except InputError as exc:
+            raise InputError(f"{path}: {exc.message}", exc.hint) from None
+    for assertion in assertions:
+        for name in assertion.names:
+            if name not in registry.METRICS:
+                raise InputError(
+                    f"{path}: assertion '{assertion.text}': unknown metric '{name}'",
+                    f"valid metrics: {', '.join(registry.METRICS)}",
+                )
+            reason = registry.unavailable(name, plan)
+            if reason:
+                raise InputError(f"{path}: assertion '{assertion.text}': metric '{name}' {reason}",
+                                 registry.hint_for(name))
+    return PlanFile(path=path, plan=plan, assertions=tuple(assertions), slo_assertions=tuple(slo_assertions(plan)))
