@@ -4,13 +4,21 @@ One forward pass over ``n`` new tokens on one GPU (SI units: bytes, FLOP, second
 
     bytes    = weights read + KV read/written
     FLOPs    = 2 × body_params × n + 2 × lm_head_params × rows + attention FLOPs      (÷ shards)
-    memory   = bytes / (HBM bandwidth × η_mem)
-    compute  = FLOPs / (peak FLOPS of the compute dtype × η_flops)
+    per operator class o ∈ {dense GEMMs (+ LM head), routed-expert GEMMs, attention}:
+      t_o    = max(bytes_o / (HBM bandwidth × η_mem), FLOPs_o / (peak FLOPS of the compute dtype × η_flops))
     comm     = (2 × layers + 1) × all-reduce(n × hidden × 2 B)        tensor parallel
              + 2 × moe_layers × all-to-all(n/ep × k × hidden × 2 B)    expert parallel
-    time     = max(memory, compute) + comm + step overhead   (comm not overlapped by default;
-               ``overlap_comm``: max(memory, compute, comm) + overhead)
+    time     = Σ_o t_o + comm + step overhead   (comm not overlapped by default;
+               ``overlap_comm``: max(Σ_o t_o, comm) + overhead)
     floor    = max(bytes / peak bandwidth, FLOPs / peak FLOPS)        the physical limit
+
+The three operator classes are separate kernels run one after another, so each has its own
+roofline (as per-operator rooflines do: LLM-Viewer, GenZ, aiconfigurator's SOL mode). While
+everything is memory-bound — small-batch decode — the sum equals DESIGN.md §2.3's whole-step
+``max(bytes / (BW η_mem), FLOPs / (peak η_flops))`` exactly; at large batch the GEMMs turn
+compute-bound while attention keeps streaming the KV cache, and the whole-step max would assume
+an overlap the kernels do not have. The floor keeps the whole-step max at peak: no schedule
+beats it.
 
 Weights read. Every pass reads the always-read weights (attention, dense MLPs, shared experts,
 routers, norms, the LM head) and, in each MoE layer, the distinct routed experts its tokens
@@ -112,7 +120,8 @@ class ModelCost:
     moe_layers: float
     num_experts: int
     experts_per_token: int
-    body_params_per_token: float  # matmul parameters one token passes through, LM head excluded
+    dense_params_per_token: float   # always-read matmul parameters a token passes through, LM head excluded
+    routed_params_per_token: float  # k routed experts in every MoE layer
     lm_head_params: float
     groups: tuple[AttentionGroup, ...]
     layouts: dict = field(compare=False, repr=False)  # tp -> KVLayout (reads: no paging)
@@ -122,6 +131,11 @@ class ModelCost:
     def dense_weight_bytes(self) -> float:
         """Weights every pass reads in full (whole model, one copy)."""
         return self.other_weight_bytes + self.lm_head_weight_bytes
+
+    @property
+    def body_params_per_token(self) -> float:
+        """Every matmul parameter one token passes through except the LM head."""
+        return self.dense_params_per_token + self.routed_params_per_token
 
     @property
     def is_moe(self) -> bool:
@@ -185,7 +199,8 @@ class ModelCost:
         return dataclasses.replace(
             self, name=f"{self.name}-draft{layers:g}", layers=float(layers),
             other_weight_bytes=self.other_weight_bytes * s, moe_layers=self.moe_layers * s,
-            body_params_per_token=self.body_params_per_token * s,
+            dense_params_per_token=self.dense_params_per_token * s,
+            routed_params_per_token=self.routed_params_per_token * s,
             groups=tuple(dataclasses.replace(g, layers=g.layers * s) for g in self.groups),
             kv_scale=self.kv_scale * s,
         )
@@ -256,7 +271,7 @@ def model_cost(
         other_weight_bytes=other * other_b, lm_head_weight_bytes=lm_head_params * lm_b,
         expert_weight_bytes=expert_params * expert_b, moe_layers=float(moe_layers),
         num_experts=moe.num_experts if moe else 0, experts_per_token=top_k,
-        body_params_per_token=float(other + moe_layers * top_k * expert_params),
+        dense_params_per_token=float(other), routed_params_per_token=float(moe_layers * top_k * expert_params),
         lm_head_params=float(lm_head_params),
         groups=tuple(_attention_group(card, g, engine.mla_decompressed) for g in card.layer_groups),
         layouts=layouts,
@@ -316,17 +331,23 @@ def alltoall_s(message_bytes_per_rank, ranks, bandwidth_bytes_per_s, latency_s):
 
 
 BOUNDS = np.array(["memory", "compute", "communication"])
+OPERATORS = ("dense", "experts", "attention")
 
 
 @dataclass(frozen=True)
 class PassCost:
-    """The terms of one forward pass (or a sum of passes) on one GPU; every field an array."""
+    """The terms of one forward pass (or a sum of passes) on one GPU; every field an array.
+
+    ``op_memory_s`` / ``op_compute_s`` hold the memory and compute time of each operator class
+    (:data:`OPERATORS`: dense GEMMs incl. the LM head, routed-expert GEMMs, attention) on a
+    leading axis of length 3, at the efficiencies in force.
+    """
 
     weight_bytes: np.ndarray
     kv_bytes: np.ndarray
     flops: np.ndarray
-    memory_s: np.ndarray
-    compute_s: np.ndarray
+    op_memory_s: np.ndarray
+    op_compute_s: np.ndarray
     comm_s: np.ndarray
     overhead_s: np.ndarray
     time_s: np.ndarray
@@ -339,13 +360,33 @@ class PassCost:
         return self.weight_bytes + self.kv_bytes
 
     @property
+    def memory_s(self):
+        """All bytes over the effective bandwidth (as if nothing else ran)."""
+        return self.op_memory_s.sum(axis=0)
+
+    @property
+    def compute_s(self):
+        """All FLOPs over the effective peak (as if nothing else ran)."""
+        return self.op_compute_s.sum(axis=0)
+
+    @property
+    def memory_bound_s(self):
+        """Time spent in operators whose memory term exceeds their compute term."""
+        return np.where(self.op_memory_s >= self.op_compute_s, self.op_memory_s, 0.0).sum(axis=0)
+
+    @property
+    def compute_bound_s(self):
+        return np.where(self.op_memory_s >= self.op_compute_s, 0.0, self.op_compute_s).sum(axis=0)
+
+    @property
     def intensity_flop_per_byte(self):
         return self.flops / self.bytes
 
     @property
     def bound(self):
-        """'memory', 'compute' or 'communication': the largest of the three time terms."""
-        return BOUNDS[np.argmax(np.stack(np.broadcast_arrays(self.memory_s, self.compute_s, self.comm_s)), axis=0)]
+        """'memory', 'compute' or 'communication': whichever the pass spends most time limited by."""
+        terms = np.stack(np.broadcast_arrays(self.memory_bound_s, self.compute_bound_s, self.comm_s))
+        return BOUNDS[np.argmax(terms, axis=0)]
 
     def total(self, axis: int = -1, where=None) -> PassCost:
         """Sum over passes along ``axis`` (``where`` masks the padding of ragged pass counts).
@@ -356,11 +397,9 @@ class PassCost:
             x = np.asarray(x, dtype=np.float64)
             return (np.where(where, x, 0.0) if where is not None else x).sum(axis=axis)
 
-        touched = np.asarray(self.experts_touched, dtype=np.float64)
-        if where is not None:
-            touched = np.where(where, touched, 0.0)
         values = {f.name: summed(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        values["experts_touched"] = touched.max(axis=axis)
+        touched = np.asarray(self.experts_touched, dtype=np.float64)
+        values["experts_touched"] = (np.where(where, touched, 0.0) if where is not None else touched).max(axis=axis)
         return PassCost(**values)
 
 
@@ -373,34 +412,51 @@ def forward_pass(
     ``kv_bytes`` is already per GPU; ``attention_flops`` is the instance total. With tp > 1 the
     weights and FLOPs split over tp ranks; with ep > 1 (tp = 1) the dense weights are
     replicated, the experts split over ep ranks and the tokens spread evenly over them.
+
+    Each operator class runs as its own kernels, so each gets its own roofline and the pass is
+    their sum: dense GEMMs max(W_dense/BW, F_dense/peak), routed-expert GEMMs the same with the
+    touched experts, attention max(KV/BW, F_attn/peak), each at η. At small batch all three are
+    memory-bound and the sum is (all bytes)/(BW η); at large batch the GEMMs turn compute-bound
+    while attention stays memory-bound, and the sum is what the kernels, run one after the
+    other, take. The floor is the whole pass at peak with perfect overlap:
+    max(all bytes / BW, all FLOPs / peak).
     """
     tp = np.asarray(tp, dtype=np.float64)
     ep = np.asarray(ep, dtype=np.float64)
     n = np.asarray(tokens, dtype=np.float64)
+    rows = np.asarray(lm_head_rows, dtype=np.float64)
     shards = tp * ep
     touched = (experts_touched(cost.num_experts, cost.experts_per_token, n, ep) if cost.is_moe
                else np.zeros_like(n))
-    weight_bytes = cost.dense_weight_bytes / tp + cost.moe_layers * touched * cost.expert_weight_bytes / tp
-    flops = (2 * cost.body_params_per_token * n + 2 * cost.lm_head_params * np.asarray(lm_head_rows, dtype=np.float64)
-             + np.asarray(attention_flops, dtype=np.float64)) / shards
+    dense_bytes = cost.dense_weight_bytes / tp + 0 * n
+    expert_bytes = cost.moe_layers * touched * cost.expert_weight_bytes / tp
     kv = np.asarray(kv_bytes, dtype=np.float64)
-    total_bytes = weight_bytes + kv
+    dense_flops = (2 * cost.dense_params_per_token * n + 2 * cost.lm_head_params * rows) / shards
+    expert_flops = 2 * cost.routed_params_per_token * n / shards
+    attn_flops = np.asarray(attention_flops, dtype=np.float64) / shards
+    op_bytes = np.stack(np.broadcast_arrays(dense_bytes, expert_bytes, kv))
+    op_flops = np.stack(np.broadcast_arrays(dense_flops, expert_flops, attn_flops))
+    op_memory = op_bytes / (machine.bandwidth_bytes_per_s * machine.eta_mem)
+    op_compute = op_flops / (machine.peak_flops_per_s * machine.eta_flops)
+    kernels = np.maximum(op_memory, op_compute).sum(axis=0)
     bw, lat = machine.link(shards)
     message = n * cost.hidden_size * ACTIVATION_BYTES
     comm = (2 * cost.layers + 1) * allreduce_s(message, tp, bw, lat)
     if cost.is_moe:
         comm = comm + 2 * cost.moe_layers * alltoall_s(message / ep * cost.experts_per_token, ep, bw, lat)
-    memory_s = total_bytes / (machine.bandwidth_bytes_per_s * machine.eta_mem)
-    compute_s = flops / (machine.peak_flops_per_s * machine.eta_flops)
     if overlap_comm:
-        time_s = np.maximum(np.maximum(memory_s, compute_s), comm) + machine.step_overhead_s
+        time_s = np.maximum(kernels, comm) + machine.step_overhead_s
     else:
-        time_s = np.maximum(memory_s, compute_s) + comm + machine.step_overhead_s
-    floor_s = np.maximum(total_bytes / machine.bandwidth_bytes_per_s, flops / machine.peak_flops_per_s)
-    arrays = np.broadcast_arrays(weight_bytes, kv, flops, memory_s, compute_s, comm,
-                                 np.asarray(machine.step_overhead_s, dtype=np.float64), time_s, floor_s, touched)
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    return PassCost(*arrays, passes=np.ones_like(arrays[0]))
+        time_s = kernels + comm + machine.step_overhead_s
+    total_bytes, total_flops = op_bytes.sum(axis=0), op_flops.sum(axis=0)
+    floor_s = np.maximum(total_bytes / machine.bandwidth_bytes_per_s, total_flops / machine.peak_flops_per_s)
+    shape = time_s.shape
+    full = [np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy() for x in
+            (dense_bytes + expert_bytes, kv, total_flops)]
+    return PassCost(*full, np.broadcast_to(op_memory, (3, *shape)).copy(), np.broadcast_to(op_compute, (3, *shape)).copy(),
+                    np.broadcast_to(comm, shape).astype(np.float64), np.full(shape, float(machine.step_overhead_s)),
+                    time_s, np.broadcast_to(floor_s, shape).copy(), np.broadcast_to(touched, shape).astype(np.float64),
+                    np.ones(shape))
 
 
 def decode_step(
@@ -482,11 +538,11 @@ def speculative_tokens_per_step(draft_tokens, acceptance):
 
 
 def mean_over_output(step_fn, prompt_tokens, output_tokens, *, samples: int = 65):
-    """Mean of ``step_fn(context)`` over the decode steps of one output: contexts S+1 … S+O−1.
+    """Mean of ``step_fn(context)`` over the later decode steps of one output: contexts S+1 … S+O−1.
 
-    The prefill emits token 1; decode step j (j = 1 … O−1) attends S + j tokens and emits token
-    j + 1, so the mean TPOT averages O − 1 steps at their own context — not every step at the
-    final length. With O − 1 ≤ ``samples`` steps every step is evaluated (exact). Beyond that
+    The first token comes with the first step after the prefill (counted in TTFT); step j
+    (j = 1 … O−1) attends S + j tokens and emits token j + 1, so the mean TPOT averages these
+    O − 1 steps at their own context — not every step at the final length. With O − 1 ≤ ``samples`` steps every step is evaluated (exact). Beyond that
     the mean is the trapezoidal average over ``samples`` evenly spaced contexts, which is exact
     when step time is affine in the context over the range (memory-bound or compute-bound
     throughout, no window edge inside) and otherwise errs only around the one or two kinks

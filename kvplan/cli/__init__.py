@@ -5,8 +5,12 @@ from __future__ import annotations
 import typer
 
 from kvplan.cli import cards
+from kvplan.cli.check import check_command, schema_command
 from kvplan.cli.fit import fit_command
+from kvplan.cli.latency import calibrate_command, latency_command
+from kvplan.cli.report import report_command
 from kvplan.cli.size import size_command
+from kvplan.cli.sweep import sweep_command
 from kvplan.cli.workload import workload_command
 
 app = typer.Typer(
@@ -18,7 +22,13 @@ app = typer.Typer(
 )
 app.command("size")(size_command)
 app.command("fit")(fit_command)
+app.command("latency")(latency_command)
+app.command("calibrate")(calibrate_command)
 app.command("workload")(workload_command)
+app.command("check")(check_command)
+app.command("report")(report_command)
+app.command("sweep")(sweep_command)
+app.command("schema")(schema_command)
 app.add_typer(cards.app, name="cards")
 
 

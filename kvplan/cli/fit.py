@@ -6,9 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, PPOpt, TPOpt, cards_dirs, emit, handle_errors)
+from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, OutputOpt,
+                                cards_dirs, emit, handle_errors)
 from kvplan.cli.size import parse_ints, parse_names
+from kvplan.errors import InputError
 from kvplan.plans.fit import Overrides, fit
 from kvplan.units import parse_bytes
 
@@ -22,15 +23,17 @@ ByteOpt = Optional[str]
 
 @handle_errors
 def fit_command(
-    model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
-    hardware: Annotated[str, typer.Argument(help="Hardware card name or file.")],
-    seq: Annotated[str, typer.Option("--max-model-len", "--seq", help="Tokens per request (list allowed).")] = "8k",
+    model: Annotated[Optional[str], typer.Argument(
+        help="Card name, Hugging Face repo id, card file or config.json (omit with --from-vllm).")] = None,
+    hardware: Annotated[Optional[str], typer.Argument(help="Hardware card name or file.")] = None,
+    seq: Annotated[Optional[str], typer.Option("--max-model-len", "--seq", help="Tokens per request (list allowed); default 8k.")] = None,
     batch: BatchOpt = "1",
-    kv_dtype: KVDtypeOpt = "auto",
-    tp: TPOpt = "1",
-    pp: PPOpt = 1,
+    kv_dtype: Annotated[Optional[str], typer.Option(
+        "--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp16, fp8, int8, int4, fp4, … (list allowed); default auto.")] = None,
+    tp: Annotated[Optional[str], typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed); default 1.")] = None,
+    pp: Annotated[Optional[int], typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size; default 1.")] = None,
     engine: EngineOpt = "vllm",
-    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, mxfp4, fp4.")] = "auto",
+    weights_dtype: Annotated[Optional[str], typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, mxfp4, fp4; default auto.")] = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(
         "--gpu-memory-utilization", "--mem-fraction-static",
         help="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction.")] = None,
@@ -41,25 +44,83 @@ def fit_command(
     non_torch_memory: Annotated[ByteOpt, typer.Option("--non-torch-memory", help="Non-torch memory as the engine logged it.")] = None,
     cudagraph_memory: Annotated[ByteOpt, typer.Option("--cudagraph-memory", help="CUDA-graph reserve (vLLM versions that profile it).")] = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens")] = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Sequences in the profiling run (sampler logits).")] = 256,
+    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Sequences in the profiling run (sampler logits); default 256.")] = None,
     block_size: BlockOpt = None,
     allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow --max-model-len beyond the card's max.")] = False,
+    from_vllm: Annotated[Optional[str], typer.Option(
+        "--from-vllm", help="Read model and settings from a 'vllm serve MODEL …' command line; kvplan flags given "
+        "here override it.")] = None,
+    hardware_opt: Annotated[Optional[str], typer.Option("--hardware", help="Hardware card (instead of the argument).")] = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
 ) -> None:
     """Does the KV cache fit? Blocks, tokens and max concurrency as the engine computes them."""
+    given = {"seq": seq, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, "weights_dtype": weights_dtype,
+             "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_memory": kv_cache_memory,
+             "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs, "block_size": block_size}
+    if from_vllm is not None:
+        model, hardware, given = _from_vllm(from_vllm, model, hardware, hardware_opt, engine, given, cards_dirs(cards))
+    else:
+        if hardware_opt is not None:
+            if hardware is not None:
+                raise InputError("HARDWARE given twice (argument and --hardware)", "keep one")
+            hardware = hardware_opt
+        if model is None or hardware is None:
+            raise InputError("fit needs MODEL and HARDWARE", "kvplan fit llama-3.1-70b h100-sxm, or --from-vllm \"vllm serve …\"")
     overrides = Overrides(
         gpu_memory_bytes=_bytes(gpu_memory), weights_bytes=_bytes(weights_memory),
         activation_bytes=_bytes(activation_memory), non_torch_bytes=_bytes(non_torch_memory),
-        cudagraph_bytes=_bytes(cudagraph_memory), kv_cache_memory_bytes=_bytes(kv_cache_memory),
+        cudagraph_bytes=_bytes(cudagraph_memory), kv_cache_memory_bytes=_bytes(given["kv_cache_memory"]),
     )
     result = fit(
-        model, hardware, parse_ints(seq, "--max-model-len"), parse_ints(batch, "--batch"),
-        parse_names(kv_dtype), parse_ints(tp, "--tp"), pp, parse_names(engine),
-        weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
-        max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs, overrides=overrides,
-        allow_long_context=allow_long_context, cards=cards_dirs(cards),
+        model, hardware, parse_ints(given["seq"] or "8k", "--max-model-len"), parse_ints(batch, "--batch"),
+        parse_names(given["kv_dtype"] or "auto"), parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1,
+        parse_names(engine), weights_dtype=given["weights_dtype"] or "auto",
+        gpu_memory_utilization=given["gpu_memory_utilization"], block_size=given["block_size"],
+        max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"] or 256,
+        overrides=overrides, allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
     emit(result, fmt, output, explain)
+
+
+def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: dict, cards: tuple):
+    """Model, hardware and settings from a vLLM serve line; kvplan's own flags win where given."""
+    from kvplan.cards.loader import load_model
+    from kvplan.plans.vllm_cmdline import parse_vllm_serve
+
+    if engine != "vllm":
+        raise InputError(f"--from-vllm reads a vLLM command line; --engine {engine} does not apply", "drop --engine")
+    positional = [a for a in (model, hardware) if a is not None]
+    if len(positional) == 2:
+        raise InputError("with --from-vllm the model comes from the command line; give only HARDWARE",
+                         "kvplan fit --from-vllm \"vllm serve MODEL …\" h100-sxm")
+    if positional and hardware_opt is not None:
+        raise InputError("HARDWARE given twice (argument and --hardware)", "keep one")
+    hardware = positional[0] if positional else hardware_opt
+    if hardware is None:
+        raise InputError("--from-vllm needs the hardware the line runs on", "add HARDWARE, e.g. h100-sxm, or --hardware")
+    serve = parse_vllm_serve(command)
+    from_line = {
+        "seq": serve.max_model_len, "kv_dtype": serve.kv_cache_dtype, "tp": serve.tensor_parallel_size,
+        "pp": serve.pipeline_parallel_size, "weights_dtype": serve.weights_dtype,
+        "gpu_memory_utilization": serve.gpu_memory_utilization, "kv_cache_memory": serve.kv_cache_memory_bytes,
+        "max_num_batched_tokens": serve.max_num_batched_tokens, "max_num_seqs": serve.max_num_seqs,
+        "block_size": serve.block_size,
+    }
+    merged = {}
+    for key, value in from_line.items():
+        if given[key] is not None:
+            if value is not None:
+                typer.echo(f"Note: {key} {given[key]} given to kvplan overrides the vLLM line's {value}", err=True)
+            merged[key] = given[key]
+        else:
+            merged[key] = str(value) if key in ("seq", "tp", "kv_cache_memory") and value is not None else value
+    if merged["seq"] is None:  # vLLM's default max_model_len: the model's context
+        merged["seq"] = str(load_model(serve.model, cards).max_context)
+    for note in serve.notes:
+        typer.echo(f"Note: {note}", err=True)
+    if serve.unknown:
+        typer.echo(f"Note: ignored vLLM flags kvplan does not model: {' '.join(serve.unknown)}", err=True)
+    return serve.model, hardware, merged

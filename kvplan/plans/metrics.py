@@ -85,9 +85,17 @@ def unavailable(name: str, plan: Plan) -> str | None:
 def hint_for(name: str) -> str:
     producer = METRICS[name].producer
     if producer.needs_workload and producer.compute is not None:
-        return "add a workload section to the plan, or drop the assertion"
-    available = [n for n, m in METRICS.items() if m.producer.compute is not None and not m.producer.needs_workload]
-    return f"metrics available without a workload: {', '.join(available)}"
+        return "add a workload section to the plan (qps, isl, osl), or drop the assertion"
+    available = [n for n, m in METRICS.items() if m.producer.compute is not None]
+    return f"drop the assertion for now; metrics available: {', '.join(available)}"
+
+
+def suggest(name: str) -> str:
+    """' (did you mean …?)' for a misspelt metric name, or ''."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(METRICS), n=2, cutoff=0.75)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 class PlanContext:
@@ -197,6 +205,11 @@ def _fit_metrics(context: PlanContext) -> Produced:
         "gpus_per_instance": engine.tensor_parallel_size * engine.pipeline_parallel_size,
     }
     explain = explain_layout(card, layout, seq) + result.explain
+    pool = row["num_blocks"] * row["block_bytes_per_gpu"]
+    explain.append(
+        f"max concurrency at {seq:,} tokens = {row['num_blocks']:,} blocks × {row['block_bytes_per_gpu']:,.0f} B "
+        f"/ {row['kv_bytes_per_sequence_per_gpu']:,} B per request = {row['max_concurrency']:,.4g}; "
+        f"max context at concurrency {batch}: {row['max_context_at_batch']:,} tokens (pool {pool:,.0f} B)")
     if result.verdict:
         explain.append(f"verdict: {result.verdict}")
     return Produced(values, explain, result.assumptions, result)
@@ -228,18 +241,56 @@ register(FIT, {
 # --------------------------------------------------------------------------- latency
 
 
-def _latency_metrics(context: PlanContext) -> Produced:
-    from kvplan.plans.latency_adapter import plan_latency  # noqa: F401  (replaced below)
+def workload_lengths(context: PlanContext) -> tuple[int, int, list[str]]:
+    """(isl, osl) of the plan's workload; a trace gives its mean lengths (rounded)."""
+    workload = context.plan.workload
+    if workload.trace is None:
+        return workload.isl, workload.osl, []
+    from kvplan.workload.traces import read_trace
 
-    raise AssertionError("unreachable")
+    path = Path(workload.trace)
+    path = path if path.is_absolute() else context.base_dir / path
+    trace = read_trace(path, trace_format=workload.trace_format)
+    if trace.requests == 0:
+        raise InputError(f"trace '{path}' has no requests", "point workload.trace at a trace with requests")
+    isl, osl = max(1, round(float(trace.isl.mean()))), max(1, round(float(trace.osl.mean())))
+    return isl, osl, [f"workload from {path.name}: {trace.requests:,} requests, mean isl {isl:,}, mean osl {osl:,}"]
+
+
+def _latency_metrics(context: PlanContext) -> Produced:
+    from kvplan.plans.latency import latency
+
+    engine = context.plan.engine
+    isl, osl, notes = workload_lengths(context)
+    batch = context.concurrency
+    result = latency(
+        context.model_card, context.hardware_card, isl=[isl], osl=[osl], batch=sorted({1, batch}),
+        tp=[engine.tensor_parallel_size], kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
+        engine=engine.name, chunk_size=engine.max_num_batched_tokens, allow_long_context=engine.allow_long_context,
+    )
+    alone, loaded = result.rows[0], result.rows[-1]
+    values = {k: alone[k] for k in ("ttft_s", "prefill_s")}
+    values.update({k: loaded[k] for k in ("tpot_s", "decode_step_s", "floor_decode_step_s", "tokens_per_s",
+                                          "tokens_per_s_per_gpu", "decode_tokens_per_s")})
+    values["e2e_s"] = values["ttft_s"] + (osl - 1) * values["tpot_s"]
+    notes.append(f"TTFT of one request arriving alone (no queueing); TPOT and throughput at concurrency {batch} "
+                 "(workload.concurrency); percentiles under the arrival rate come with the fleet planner")
+    if engine.pipeline_parallel_size > 1:
+        notes.append("latency ignores pipeline parallelism (one stage's share of the layers is not modelled)")
+    return Produced(values, result.explain, notes + result.assumptions, result)
 
 
 LATENCY = Producer("latency", compute=_latency_metrics, needs_workload=True, module="kvplan.plans.latency")
 register(LATENCY, {
-    "ttft_s": ("time to first token: prefill of isl tokens + first decode step (no queueing)", "s"),
-    "tpot_s": ("time per output token at the plan's concurrency", "s"),
-    "decode_step_s": ("one decode step at the plan's concurrency and mean context", "s"),
-    "tokens_per_s": ("output tokens per second of one instance at the plan's concurrency", "tokens/s"),
+    "ttft_s": ("time to first token of one request arriving alone: prefill of isl tokens (no queueing)", "s"),
+    "tpot_s": ("mean time per output token at the plan's concurrency", "s"),
+    "decode_step_s": ("one decode step at the plan's concurrency, context isl", "s"),
+    "tokens_per_s": ("output tokens per second of one instance, a static batch of `concurrency` requests", "tokens/s"),
+    "floor_decode_step_s": ("physical floor of a decode step: max(bytes / peak BW, FLOPs / peak)", "s"),
+    "prefill_s": ("prefill of one isl-token prompt", "s"),
+    "e2e_s": ("one request end to end: ttft_s + (osl − 1) × tpot_s", "s"),
+    "tokens_per_s_per_gpu": ("tokens_per_s divided by the instance's GPUs", "tokens/s"),
+    "decode_tokens_per_s": ("concurrency / TPOT: decode throughput of one instance", "tokens/s"),
 })
 
 

@@ -214,20 +214,6 @@ def plan_json_schema() -> dict:
     return schema
 
 
-@dataclass(frozen=True)
-class PlanFile:
-    """A validated plan, where it came from, and its parsed assertions (SLOs included)."""
-
-    path: Path
-    plan: Plan
-    assertions: tuple[Assertion, ...]
-    slo_assertions: tuple[Assertion, ...]
-
-    @property
-    def label(self) -> str:
-        return self.plan.name or self.path.stem
-
-
 def read_yaml(path: Path, what: str = "plan") -> tuple[dict, yaml.Node | None]:
     """The YAML mapping in ``path`` and its node tree (for line numbers)."""
     try:
@@ -289,15 +275,45 @@ def _assertion_lines(node: yaml.Node | None) -> list[int | None]:
     return []
 
 
-def slo_assertions(plan: Plan) -> list[Assertion]:
-    """Each SLO as an assertion on its percentile metric (``ttft: p99<=2s`` → ``ttft_p99_s <= 2``)."""
+@dataclass(frozen=True)
+class SloTarget:
+    """``ttft: 'p99<=2s'`` as (kind ttft, statistic p99, limit 2.0 s)."""
+
+    kind: str
+    stat: str
+    limit_s: float
+    text: str
+
+    @property
+    def metric(self) -> str:
+        return f"{self.kind}_{self.stat}_s"
+
+    def assertion(self, metric: str | None = None) -> Assertion:
+        return parse_assertion(f"{metric or self.metric} <= {self.limit_s!r}")
+
+
+def slo_targets(plan: Plan) -> list[SloTarget]:
     out = []
     for kind in ("ttft", "tpot"):
         text = getattr(plan.slo, kind) if plan.slo else None
         if text is not None:
             stat, limit_s = parse_slo(text)
-            out.append(parse_assertion(f"{kind}_{stat}_s <= {limit_s!r}"))
+            out.append(SloTarget(kind, stat, limit_s, f"{kind} {text}"))
     return out
+
+
+@dataclass(frozen=True)
+class PlanFile:
+    """A validated plan, where it came from, and its parsed assertions (SLOs included)."""
+
+    path: Path
+    plan: Plan
+    assertions: tuple[Assertion, ...]
+    slos: tuple[SloTarget, ...]
+
+    @property
+    def label(self) -> str:
+        return self.plan.name or self.path.stem
 
 
 def load_plan(path: str | Path) -> PlanFile:
@@ -319,11 +335,11 @@ def load_plan(path: str | Path) -> PlanFile:
         for name in assertion.names:
             if name not in registry.METRICS:
                 raise InputError(
-                    f"{path}: assertion '{assertion.text}': unknown metric '{name}'",
+                    f"{path}: assertion '{assertion.text}': unknown metric '{name}'{registry.suggest(name)}",
                     f"valid metrics: {', '.join(registry.METRICS)}",
                 )
             reason = registry.unavailable(name, plan)
             if reason:
                 raise InputError(f"{path}: assertion '{assertion.text}': metric '{name}' {reason}",
                                  registry.hint_for(name))
-    return PlanFile(path=path, plan=plan, assertions=tuple(assertions), slo_assertions=tuple(slo_assertions(plan)))
+    return PlanFile(path=path, plan=plan, assertions=tuple(assertions), slos=tuple(slo_targets(plan)))

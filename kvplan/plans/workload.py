@@ -32,8 +32,8 @@ SUMMARY_COLUMNS = [
     "osl_mean", "osl_p50", "osl_p90", "osl_p99", "prefix_hit_rate_unlimited",
 ]
 LRU_COLUMNS = ["cache_tokens", "cache_blocks", "lru_hit_rate", "lru_block_hit_rate"]
-PREFIX_NOTE = ("LRU over 512-token prompt blocks replayed in timestamp order; lru_hit_rate counts a block only "
-               "when every earlier block of its request also hits (prefix caching as in vLLM/SGLang); "
+PREFIX_NOTE = ("LRU over {block_tokens}-token prompt blocks replayed in timestamp order; lru_hit_rate counts a "
+               "block only when every earlier block of its request also hits (prefix caching as in vLLM/SGLang); "
                "cache_blocks = floor(cache_tokens / block_tokens), with 1M = 1024² tokens")
 SUMMARY_EXPLAIN = [
     "rate_per_s = (n − 1) / duration_s = 1 / mean inter-arrival gap",
@@ -68,7 +68,7 @@ def workload(
     explain = list(SUMMARY_EXPLAIN)
     if cache_tokens:
         rows += lru_rows(trace, cache_tokens)
-        assumptions.append(PREFIX_NOTE)
+        assumptions.append(PREFIX_NOTE.format(block_tokens=trace.block_tokens))
     if trace.has_blocks:
         explain += REUSE_EXPLAIN
     name = Path(trace.source).name or trace.source
@@ -101,7 +101,8 @@ def workload_spec(spec: Workload, *, cache_tokens: Sequence[int] = (), sample_re
     sample = spec.sample(sample_requests, seed)
     sampled = summarise(sample, bucket_s)
     row = {"kind": "summary", "trace": None, "trace_format": "flags", "requests": None, "duration_s": None,
-           "rate_per_s": spec.rate_per_s, "interarrival_cv": spec.arrival_cv if spec.turns == 1 else None,
+           "rate_per_s": spec.rate_per_s,
+           "interarrival_cv": spec.arrival_cv if spec.turns == 1 else sampled["interarrival_cv"],
            "isl_mean": prompt_mean, "isl_cv": math.sqrt(spec.prompt_scv()),
            "isl_second_moment": prompt_second}
     exact = spec.turns == 1 and spec.shared_prefix_tokens == 0
@@ -120,10 +121,12 @@ def workload_spec(spec: Workload, *, cache_tokens: Sequence[int] = (), sample_re
         "sampled_requests": sample_requests, "seed": seed,
     })
     rows = [row] + (lru_rows(sample, cache_tokens) if cache_tokens else [])
-    notes = [f"means and CVs are closed-form; hit rates{'' if exact else ' and ISL percentiles'} come from "
-             f"{sample_requests:,} sampled requests (seed {seed})"]
+    sampled_figures = "hit rates" + ("" if exact else " and ISL percentiles") + \
+        ("" if spec.turns == 1 else " and the inter-arrival CV")
+    notes = [f"means and length CVs are closed-form; {sampled_figures} come from {sample_requests:,} sampled "
+             f"requests (seed {seed})"]
     if cache_tokens:
-        notes.append(PREFIX_NOTE)
+        notes.append(PREFIX_NOTE.format(block_tokens=spec.block_tokens))
     return Result(title="Workload from flags", rows=rows, columns=SUMMARY_COLUMNS, assumptions=notes,
                   explain=["E[prompt] = S + μN (T+1)/2 + μO (T−1)/2 over turns 1..T",
                            "idle_sessions_mean = session_rate × (T − 1) × think_time (Little's law)",

@@ -28,8 +28,10 @@ is the reference the tests compare against.
 ``D`` is computed without a per-access Python loop: ``D_t = (t − p − 1) − Q_t`` where ``Q_t`` counts
 the reuse intervals ``(j, next(j))`` nested strictly inside ``(p, t)``, i.e. positions ``j`` in
 ``(p, t)`` whose block is touched again before ``t``. Ordering the reuse intervals by start, ``Q`` is
-"how many later intervals end earlier", counted by a bottom-up merge sort whose levels are each a
-handful of vectorised numpy calls (``O(M log M)`` for ``M`` reuses; timsort merges the sorted runs).
+"how many later intervals end earlier", counted by a bottom-up merge sort whose ``log2 M`` levels
+are each a handful of vectorised numpy calls (``M`` reuses; ``O(M log² M)`` worst case from the
+per-level ``searchsorted``, ``O(M log M)`` sorting since timsort merges the sorted runs). This plays
+the role of the usual Fenwick tree over last-access times without a per-access Python loop.
 """
 
 from __future__ import annotations
@@ -74,8 +76,7 @@ class ReuseProfile:
         ``rate[k]`` holds for ``capacity[k] <= C < capacity[k + 1]``; below ``capacity[0]`` it is 0.
         """
         d = self.prefix_distance if prefix else self.distance
-        finite = np.sort(d[d < self.accesses])
-        steps, counts = np.unique(finite, return_counts=True)
+        steps, counts = np.unique(d[d < self.accesses], return_counts=True)
         total = max(self.accesses, 1)
         return steps + 1, np.cumsum(counts) / total
 
@@ -117,30 +118,33 @@ def stack_distances(ids: np.ndarray) -> np.ndarray:
 def later_and_smaller(values: np.ndarray) -> np.ndarray:
     """For each ``i``: ``#{k > i : values[k] < values[i]}`` (distinct values), by vectorised merge sort.
 
-    At the level with runs of width ``w`` (each run sorted), an element of an even run counts the
-    smaller elements of the next run with one ``searchsorted`` on keys ``run × n + rank``; then pairs
-    of runs are merged by a stable sort of ``(run // 2) × n + rank``.
+    Values are replaced by their ranks (a permutation of ``0..n−1``). At the level with runs of
+    width ``w`` (each run sorted), an element of an even run counts the smaller elements of the
+    next run with one ``searchsorted`` on the globally sorted keys ``run × n + rank``; then pairs of
+    runs merge by sorting ``(run // 2) × n + rank`` (timsort merges two sorted runs in linear time).
+    Ranks identify elements, so counts accumulate by rank and no permutation is tracked.
     """
     n = values.size
-    counts = np.zeros(n, dtype=np.int64)
     if n < 2:
-        return counts
+        return np.zeros(n, dtype=np.int64)
     ranks = np.empty(n, dtype=np.int64)
     ranks[np.argsort(values, kind="stable")] = np.arange(n)
+    counts_by_rank = np.zeros(n, dtype=np.int64)
     slot = np.arange(n)
-    vals, owner = ranks.copy(), np.arange(n)  # vals[s]: rank in slot s; owner[s]: its original index
-    width = 1
-    while width < n:
-        run = slot // width
-        keys = run * n + vals  # globally sorted: runs in order, each sorted
-        left = (run % 2) == 0
-        right_start = np.minimum((run[left] + 1) * width, n)
-        found = np.searchsorted(keys, (run[left] + 1) * n + vals[left], side="left")
-        counts[owner[left]] += found - right_start
-        merged = np.argsort((slot // (2 * width)) * n + vals, kind="stable")
-        vals, owner = vals[merged], owner[merged]
-        width *= 2
-    return counts
+    vals = ranks.copy()  # vals[s]: rank held in slot s; sorted within each run
+    shift = 0
+    while (1 << shift) < n:
+        run = slot >> shift
+        keys = run * n + vals
+        left = (run & 1) == 0
+        following = run[left] + 1
+        found = np.searchsorted(keys, following * n + vals[left], side="left")
+        counts_by_rank[vals[left]] += found - np.minimum(following << shift, n)
+        keys -= (run - (run >> 1)) * n  # → (run // 2) × n + rank
+        keys.sort(kind="stable")
+        vals = keys - (slot >> (shift + 1)) * n
+        shift += 1
+    return counts_by_rank[ranks]
 
 
 def reuse_profile(trace: Trace) -> ReuseProfile:

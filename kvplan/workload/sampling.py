@@ -20,23 +20,40 @@ from kvplan.workload.traces import Trace, make_trace
 
 
 def sample_workload(workload: Workload, n_requests: int, rng: np.random.Generator | int | None = 0) -> Trace:
-    """``n_requests`` requests: the earliest arrivals of ``ceil(n / T)`` sessions, sorted by arrival."""
+    """The first ``n_requests`` requests at or after time 0 of a stationary session process.
+
+    Sessions start from ``−warm-up`` (long enough that a session begun earlier has ended:
+    ``think × (T − 1 + 6 √(T − 1))``), so the window sees sessions in every phase, as a real trace
+    would, instead of a start-up ramp and a drain. Turns before 0 are dropped (their blocks are
+    then first touches: a cold cache, as at the start of any trace).
+    """
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    turns = workload.turns
-    sessions = max(1, math.ceil(n_requests / turns))
-    starts = np.cumsum(_gamma_gaps(rng, sessions, 1.0 / workload.session_rate_per_s, workload.arrival_cv))
-    think = rng.exponential(workload.think_time_s, (sessions, turns - 1)) if workload.think_time_s > 0 \
-        else np.zeros((sessions, turns - 1))
-    arrival = starts[:, None] + np.concatenate((np.zeros((sessions, 1)), np.cumsum(think, axis=1)), axis=1)
+    turns, think_s = workload.turns, workload.think_time_s
+    warmup_s = think_s * (turns - 1 + 6 * math.sqrt(turns - 1)) if turns > 1 else 0.0
+    batch = math.ceil((n_requests / workload.rate_per_s + warmup_s) * workload.session_rate_per_s * 1.2) + 16
+    mean_gap_s = 1.0 / workload.session_rate_per_s
+    starts = -warmup_s + np.cumsum(_gamma_gaps(rng, batch, mean_gap_s, workload.arrival_cv))
+    while True:
+        delays = rng.exponential(think_s, (starts.size, turns - 1)) if think_s > 0 and turns > 1 \
+            else np.zeros((starts.size, turns - 1))
+        arrival = starts[:, None] + np.concatenate((np.zeros((starts.size, 1)), np.cumsum(delays, axis=1)), axis=1)
+        kept = np.sort(arrival[arrival >= 0])
+        if kept.size >= n_requests and starts[-1] > kept[n_requests - 1]:
+            break  # every request up to the n-th comes from a session already drawn
+        more = _gamma_gaps(rng, max(batch // 2, 16), mean_gap_s, workload.arrival_cv)
+        starts = np.concatenate((starts, starts[-1] + np.cumsum(more)))
+    sessions = starts.size
     new_tokens = workload.isl.sample(rng, sessions * turns).reshape(sessions, turns)
     output = workload.osl.sample(rng, sessions * turns).reshape(sessions, turns)
     history_output = np.concatenate((np.zeros((sessions, 1), np.int64), np.cumsum(output[:, :-1], axis=1)), axis=1)
     prompt = workload.shared_prefix_tokens + np.cumsum(new_tokens, axis=1) + history_output
     session = np.repeat(np.arange(sessions), turns)
-    order = np.argsort(arrival.ravel(), kind="stable")[:n_requests]
+    flat = arrival.ravel()
+    order = np.flatnonzero(flat >= 0)
+    order = order[np.argsort(flat[order], kind="stable")][:n_requests]
     offsets, ids = prompt_blocks(prompt.ravel()[order], session[order], workload.shared_prefix_tokens,
                                  workload.block_tokens)
-    return make_trace(arrival.ravel()[order], prompt.ravel()[order], output.ravel()[order],
+    return make_trace(flat[order], prompt.ravel()[order], output.ravel()[order],
                       block_offsets=offsets, block_ids=ids, block_tokens=workload.block_tokens,
                       source="synthetic", trace_format="synthetic")
 

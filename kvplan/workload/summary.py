@@ -21,8 +21,6 @@ Definitions (``t`` = arrival times in seconds, sorted, ``n`` requests, gaps ``g_
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from kvplan.workload.reuse import unlimited_hit_rates
@@ -101,8 +99,3 @@ def sparkline(counts) -> str:
         return SPARK_LEVELS[0] * values.size
     levels = np.minimum((values / top * len(SPARK_LEVELS)).astype(int), len(SPARK_LEVELS) - 1)
     return "".join(SPARK_LEVELS[k] for k in levels)
-
-
-def finite_or_none(value: float | None) -> float | None:
-    """JSON has no NaN: undefined numbers travel as ``None``."""
-    return None if value is None or not math.isfinite(value) else value

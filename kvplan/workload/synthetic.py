@@ -15,7 +15,8 @@ continuous distribution (rounding moves them by well under one token).
 Arrivals: requests arrive at ``rate_per_s``. Sessions of ``turns`` requests start as a renewal
 process at ``rate_per_s / turns`` with gamma gaps of coefficient of variation ``arrival_cv``
 (1 = Poisson); turn ``k + 1`` arrives an exponential ``think_time_s`` (mean) after turn ``k``
-arrives (the gap includes the response time: the workload has no latency model).
+arrives (the gap includes the response time: the workload has no latency model). ``sample``
+returns a stationary window of that process (``kvplan.workload.sampling``).
 
 Prompts of a session grow: with ``S`` shared system-prompt tokens, ``N_k`` new user tokens and
 ``O_k`` output tokens of turn ``k``::
@@ -198,6 +199,18 @@ class Workload(_Frozen):
     @property
     def session_rate_per_s(self) -> float:
         return self.rate_per_s / self.turns
+
+    def interarrival_scv(self, sample_requests: int = 100_000, seed: int = 0) -> float:
+        """SCV of request inter-arrival gaps (c_a² for G/G/c): ``arrival_cv²`` for single-turn requests.
+
+        Multi-turn streams are a superposition of session starts and their delayed turns, with no
+        closed form (bursty starts stay bursty unless think times are long), so the SCV is measured
+        on ``sample_requests`` sampled requests (deterministic for a given ``seed``).
+        """
+        if self.turns == 1:
+            return self.arrival_cv**2
+        gaps = np.diff(self.sample(sample_requests, seed).arrival_s)
+        return float(gaps.var() / gaps.mean() ** 2)
 
     def prompt_moments(self) -> tuple[float, float]:
         """(E[prompt], E[prompt²]) per request, averaged over turns 1..T (formula in the module docstring)."""

@@ -178,6 +178,22 @@ def read_trace(path: str | Path, *, trace_format: str = "auto", columns: str | d
         raise InputError(f"unknown timestamp unit '{timestamp_unit}'",
                          f"choose one of: {', '.join(TIMESTAMP_UNITS)}")
     mapping = parse_columns(columns)
+    try:
+        trace = _read(path, trace_format, mapping, timestamp_unit, skip_bad_rows)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"trace '{path}' is not UTF-8 text (byte {exc.start})",
+                         "pass an uncompressed CSV or JSONL file") from None
+    except csv.Error as exc:
+        raise InputError(f"trace '{path}': {exc}", "check the file is a plain CSV") from None
+    if trace.requests == 0:
+        raise InputError(f"trace '{path}' has no requests"
+                         + (f" ({len(trace.skipped_lines)} malformed rows skipped)" if trace.skipped_lines else ""),
+                         "check the file: it needs at least one well-formed request row")
+    return trace
+
+
+def _read(path: Path, trace_format: str, mapping: dict | None, timestamp_unit: str | None,
+          skip_bad_rows: bool) -> Trace:
     fmt = detect_format(path, mapping) if trace_format == "auto" else trace_format
     if fmt == "mooncake":
         trace = read_mooncake(path, skip_bad_rows=skip_bad_rows)
@@ -189,10 +205,6 @@ def read_trace(path: str | Path, *, trace_format: str = "auto", columns: str | d
             raise InputError(f"trace '{path}': a generic CSV needs a column mapping",
                              "pass --columns timestamp=COL,isl=COL,osl=COL (and --timestamp-unit)")
         trace = read_csv(path, mapping, timestamp_unit or "s", skip_bad_rows=skip_bad_rows)
-    if trace.requests == 0:
-        raise InputError(f"trace '{path}' has no requests"
-                         + (f" ({len(trace.skipped_lines)} malformed rows skipped)" if trace.skipped_lines else ""),
-                         "check the file: it needs at least one well-formed request row")
     return trace
 
 
@@ -227,7 +239,11 @@ def read_mooncake(path: str | Path, *, skip_bad_rows: bool = False) -> Trace:
         osl.append(record[2])
         blocks.append(record[3])
         lines.append(line_no)
-    with_blocks = bool(blocks) and all(b is not None for b in blocks)
+    with_blocks = any(b is not None for b in blocks)
+    if with_blocks:  # once some rows carry hash_ids, a row without them cannot be replayed
+        for line_no, b in zip(lines, blocks):
+            if b is None:
+                bad.add(line_no, "missing hash_ids (other rows have them)")
     flat, keep = _check_hash_ids(blocks, lines, bad) if with_blocks else (None, None)
     skipped = bad.settle(skip_bad_rows)
     if keep is not None and not all(keep):
@@ -254,16 +270,17 @@ def _decode(line: str):
 
 def _check_hash_ids(blocks: list[list], lines: list[int], bad: _BadRows) -> tuple[np.ndarray | None, list[bool]]:
     """All ids whole and >= 0: one vectorised check, then per row only when it fails."""
-    try:
-        flat = np.array(list(chain.from_iterable(blocks)))
-    except (ValueError, OverflowError):
-        flat = np.array([None])
-    if flat.size == 0 or (flat.dtype.kind == "i" and flat.min() >= 0):
-        return flat.astype(np.int64), [True] * len(blocks)
+    if all(b is not None for b in blocks):
+        try:
+            flat = np.array(list(chain.from_iterable(blocks)))
+        except (ValueError, OverflowError):
+            flat = np.array([None])
+        if flat.size == 0 or (flat.dtype.kind == "i" and flat.min() >= 0):
+            return flat.astype(np.int64), [True] * len(blocks)
     keep = []
     for row, line_no in zip(blocks, lines):
-        ok = all(type(h) is int and 0 <= h < 2**63 for h in row)
-        if not ok:
+        ok = row is not None and all(type(h) is int and 0 <= h < 2**63 for h in row)
+        if not ok and row is not None:
             bad.add(line_no, "hash_ids is not a list of non-negative integers")
         keep.append(ok)
     return None, keep
@@ -284,6 +301,8 @@ def _mooncake_record(obj) -> tuple[tuple | None, str | None]:
             return None, f"{key} {value!r} is not a whole number"
         if value < 0:
             return None, f"{key} {value} is negative"
+        if value >= 2**63:
+            return None, f"{key} {value} is too large"
     hash_ids = obj.get("hash_ids")
     if hash_ids is not None and not isinstance(hash_ids, list):
         return None, "hash_ids is not a list of non-negative integers"
@@ -300,8 +319,10 @@ def read_csv(path: str | Path, columns: dict[str, str], timestamp_unit: str = "s
         header = [h.strip() for h in next(reader, [])]
         missing = [c for c in columns.values() if c not in header]
         if missing:
+            shown = ", ".join(header) or "none"
             raise InputError(f"trace '{path}' has no column {', '.join(repr(c) for c in missing)} "
-                             f"(header: {', '.join(header) or 'none'})", "check --columns against the header")
+                             f"(header: {shown if len(shown) <= 80 else shown[:77] + '...'})",
+                             "check --columns (or --trace-format) against the file")
         index = [header.index(columns[k]) for k in ("timestamp", "isl", "osl")]
         width = len(header)
         lines, fields = [], []

@@ -1,0 +1,88 @@
+"""Benchmark: roofline latency over large grids (points/s).
+
+Run: python benchmarks/bench_latency.py
+Prints wall-clock figures (best of several runs); nothing here is asserted (see tests for correctness).
+
+1. Decode step over a (batch, context, TP) grid of 256 × 1,024 × 4 = 1,048,576 points, one
+   vectorised call per model (TP varies inside the arrays; KV layouts resolve once per TP value).
+2. Whole requests (prefill + first token, mean TPOT over the output, end to end) over a
+   (batch, ISL, OSL, TP) grid of 65,536 points: each point integrates its output over 65 contexts.
+3. The ``latency`` plan end to end (cards, rows, explain) for a 3 × 3 × 3 × 2 product.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from kvplan.calc.roofline import Machine, decode_step, mean_over_output, model_cost, prefill
+from kvplan.cards.loader import load_model
+from kvplan.engines import get_profile
+from kvplan.plans.latency import latency
+
+H200 = Machine(name="h200", compute_dtype="bf16", bandwidth_bytes_per_s=4.8e12, peak_flops_per_s=989.5e12,
+               eta_mem=0.8, eta_flops=0.75, step_overhead_s=723e-6, scale_up_bytes_per_s=450e9,
+               scale_up_latency_s=10e-6, scale_up_domain=8)
+TPS = np.array([1, 2, 4, 8])
+
+
+def best(func, runs: int = 3) -> tuple[float, object]:
+    times, value = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        value = func()
+        times.append(time.perf_counter() - t0)
+    return min(times), value
+
+
+def bench_decode_grid(name: str) -> None:
+    cost = model_cost(load_model(name), get_profile("vllm"), tps=TPS)
+    batch = np.arange(1, 257, dtype=np.float64)[:, None, None]
+    context = np.round(np.geomspace(128, 131_072, 1024))[None, :, None]
+    tp = TPS[None, None, :]
+    points = batch.size * context.size * tp.size
+    seconds, step = best(lambda: decode_step(cost, H200, batch, context, tp=tp))
+    bound = step.bound
+    print(f"{name}: decode step over {points:,} (batch, context, TP) points: {seconds * 1e3:.0f} ms "
+          f"({points / seconds:,.0f} points/s); memory-bound {np.mean(bound == 'memory'):.1%}, "
+          f"compute-bound {np.mean(bound == 'compute'):.1%}, communication-bound "
+          f"{np.mean(bound == 'communication'):.1%}")
+
+
+def bench_requests(name: str) -> None:
+    cost = model_cost(load_model(name), get_profile("vllm"), tps=TPS)
+    batch = np.array([1, 2, 4, 8, 16, 32, 64, 128], dtype=np.float64)[:, None, None, None]
+    isl = np.round(np.geomspace(128, 32_768, 32))[None, :, None, None]
+    osl = np.round(np.geomspace(16, 4096, 64))[None, None, :, None]
+    tp = TPS[None, None, None, :]
+    b, s, o, t = np.broadcast_arrays(batch, isl, osl, tp)
+    b, s, o, t = (x.ravel() for x in (b, s, o, t))
+
+    def run():
+        ttft = prefill(cost, H200, b, s, tp=t).time_s
+        tpot = mean_over_output(lambda c: decode_step(cost, H200, b[:, None], c, tp=t[:, None]).time_s, s, o)
+        return ttft + (o - 1) * tpot
+
+    seconds, e2e = best(run, runs=2)
+    print(f"{name}: whole requests over {b.size:,} (batch, ISL, OSL, TP) points (65 contexts each): "
+          f"{seconds * 1e3:.0f} ms ({b.size / seconds:,.0f} requests/s, {b.size * 65 / seconds:,.0f} steps/s); "
+          f"median e2e {np.median(e2e):.2f} s")
+
+
+def bench_plan() -> None:
+    seconds, result = best(lambda: latency("llama-3.1-70b", "h200", isl=[1024, 4096, 16384], osl=[128, 512, 2048],
+                                           batch=[1, 16, 128], tp=[4, 8]))
+    print(f"latency plan: {len(result.rows)} rows with explain in {seconds * 1e3:.0f} ms")
+
+
+def main() -> None:
+    for name in ("llama-3.1-70b", "mixtral-8x7b", "deepseek-v3"):
+        bench_decode_grid(name)
+    for name in ("llama-3.1-70b", "mixtral-8x7b"):
+        bench_requests(name)
+    bench_plan()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""``kvplan check PLAN.yaml…`` (CI sizing checks) and ``kvplan schema`` (the plan file's JSON Schema)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, handle_errors
+from kvplan.errors import InputError
+from kvplan.plans.check import check
+from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
+from kvplan.report.render import render, write_atomic
+
+CHECK_FORMATS = ("table", "json", "csv", "markdown")
+
+
+@handle_errors
+def check_command(
+    plans: Annotated[list[Path], typer.Argument(help="Plan files (YAML); see 'kvplan schema'.")],
+    junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML to FILE (for CI).")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output format: {', '.join(CHECK_FORMATS)}.")] = "table",
+    output: OutputOpt = None,
+    cards: CardsOpt = None,
+) -> None:
+    """Evaluate every assertion of the plan files: exit 0 if all hold, 1 if any fails, 2 on a bad file.
+
+    On GitHub Actions (GITHUB_ACTIONS=true) failures are also emitted as ::error annotations and
+    a Markdown summary is appended to $GITHUB_STEP_SUMMARY.
+    """
+    if fmt not in CHECK_FORMATS:
+        raise InputError(f"unknown format '{fmt}'", f"choose one of: {', '.join(CHECK_FORMATS)}")
+    report = check(plans, cards_dirs(cards))
+    if junit is not None:
+        write_atomic(junit, junit_xml(report))
+    if fmt == "table":
+        text = check_text(report)
+    elif fmt == "markdown":
+        text = github_summary(report)
+    else:
+        text = render(report.to_result(), fmt)
+    if output is not None:
+        write_atomic(output, text)
+        typer.echo(f"Wrote {output}", err=True)
+    else:
+        sys.stdout.write(text)
+    if junit is not None:
+        typer.echo(f"Wrote {junit}", err=True)
+    for note in dict.fromkeys(a for p in report.plans for a in p.assumptions):
+        typer.echo(f"Note: {note}", err=True)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(report):
+            typer.echo(line, err=True)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            try:
+                append_summary(Path(summary), github_summary(report))
+            except OSError as exc:
+                typer.echo(f"Note: cannot append the job summary to {summary}: {exc.strerror}", err=True)
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@handle_errors
+def schema_command(
+    kind: Annotated[str, typer.Argument(help="plan (a plan file for check/report) or grid (a sweep grid).")] = "plan",
+) -> None:
+    """Print the JSON Schema of a plan file (or of a sweep grid) for editors and validators."""
+    if kind == "plan":
+        from kvplan.plans.planfile import plan_json_schema
+
+        schema = plan_json_schema()
+    elif kind == "grid":
+        from kvplan.plans.sweep import grid_json_schema
+
+        schema = grid_json_schema()
+    else:
+        raise InputError(f"unknown schema '{kind}'", "choose plan or grid")
+    sys.stdout.write(json.dumps(schema, indent=2) + "\n")

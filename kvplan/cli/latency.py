@@ -1,0 +1,118 @@
+"""``kvplan latency MODEL HARDWARE`` and ``kvplan calibrate MODEL HARDWARE MEASUREMENTS.csv``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import (BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
+                                emit, handle_errors)
+from kvplan.errors import InputError
+from kvplan.plans.calibrate import calibrate
+from kvplan.plans.latency import Efficiencies, Speculation, latency
+from kvplan.report.render import write_atomic
+from kvplan.units import parse_list, parse_seconds, parse_tokens
+
+ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
+HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
+WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
+ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
+EngineOneOpt = Annotated[str, typer.Option("--engine", help="KV storage format: vllm, sglang, trtllm, hf or ideal.")]
+EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
+                                    help="Expert-parallel ranks (data-parallel attention, tp 1).")]
+
+
+def parse_counts(text: str, what: str) -> list[int]:
+    """A list of token or batch counts; zero parses so that the plan can say which option is wrong."""
+    return parse_list(text, lambda item: parse_tokens(item, allow_zero=True), what=what)
+
+
+def _seconds(text: str | None) -> float | None:
+    return None if text is None else parse_seconds(text)
+
+
+@handle_errors
+def latency_command(
+    model: ModelArg,
+    hardware: HardwareArg,
+    isl: Annotated[str, typer.Option("--isl", "--input-len", help="Prompt tokens per request (list allowed, k=1024).")] = "2k",
+    osl: Annotated[str, typer.Option("--osl", "--output-len", help="Output tokens per request (list allowed).")] = "256",
+    batch: BatchOpt = "1",
+    tp: TPOpt = "1",
+    context: Annotated[Optional[str], typer.Option(
+        "--context", help="Context of the reported decode step (default: ISL; list allowed).")] = None,
+    ep: EPOpt = 1,
+    kv_dtype: KVDtypeOpt = "auto",
+    weights_dtype: WeightsDtypeOpt = "auto",
+    compute_dtype: ComputeDtypeOpt = None,
+    engine: EngineOneOpt = "vllm",
+    chunk_size: Annotated[Optional[str], typer.Option(
+        "--chunk-size", "--max-num-batched-tokens", help="Chunked prefill: tokens per step (e.g. 2k).")] = None,
+    spec_k: Annotated[Optional[int], typer.Option("--spec-k", help="Speculative decoding: drafted tokens per step.")] = None,
+    spec_alpha: Annotated[Optional[float], typer.Option("--spec-alpha", help="Per-token acceptance rate (0–1).")] = None,
+    spec_draft: Annotated[Optional[str], typer.Option(
+        "--spec-draft", help="Draft model card (default: MTP/EAGLE head = --spec-draft-layers target layers).")] = None,
+    spec_draft_layers: Annotated[float, typer.Option("--spec-draft-layers", help="Layers of an MTP/EAGLE draft head.")] = 1.0,
+    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")] = None,
+    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")] = None,
+    step_overhead: Annotated[Optional[str], typer.Option(
+        "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")] = None,
+    overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP/EP communication with compute.")] = False,
+    allow_long_context: Annotated[bool, typer.Option(
+        "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Roofline TTFT, decode step (with its physical floor), mean TPOT, end-to-end latency and throughput."""
+    speculation = None
+    if spec_k is not None or spec_alpha is not None:
+        if spec_k is None or spec_alpha is None:
+            raise InputError("--spec-k and --spec-alpha go together", "pass both, e.g. --spec-k 3 --spec-alpha 0.7")
+        speculation = Speculation(k=spec_k, alpha=spec_alpha, draft_model=spec_draft, draft_layers=spec_draft_layers)
+    result = latency(
+        model, hardware, parse_counts(isl, "--isl"), parse_counts(osl, "--osl"), parse_counts(batch, "--batch"),
+        parse_counts(tp, "--tp"), context=parse_counts(context, "--context") if context else None, ep=ep,
+        kv_dtype=kv_dtype, weights_dtype=weights_dtype, compute_dtype=compute_dtype, engine=engine,
+        chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None, speculation=speculation,
+        efficiencies=Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=_seconds(step_overhead)),
+        overlap_comm=overlap_comm, allow_long_context=allow_long_context, cards=cards_dirs(cards),
+    )
+    emit(result, fmt, output, explain)
+
+
+@handle_errors
+def calibrate_command(
+    model: ModelArg,
+    hardware: HardwareArg,
+    measurements: Annotated[Path, typer.Argument(
+        help="CSV: batch, context, step_time_s (decode rows) and/or isl, ttft_s (prefill rows); optional tp.")],
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="TP of rows without a tp column.")] = 1,
+    ep: EPOpt = 1,
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV dtype of the measured runs.")] = "auto",
+    weights_dtype: WeightsDtypeOpt = "auto",
+    compute_dtype: ComputeDtypeOpt = None,
+    engine: EngineOneOpt = "vllm",
+    card_out: Annotated[Optional[Path], typer.Option(
+        "--card-out", help="Write the calibrated hardware card (YAML) here; pass it as HARDWARE later.")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Name of the calibrated card (default: HARDWARE-calibrated).")] = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Fit η_mem, η_flops and the per-step overhead to measured step times; print residuals; write an overlay card."""
+    calibration = calibrate(
+        model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
+        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards),
+    )
+    if card_out is not None:
+        write_atomic(card_out, calibration.card_yaml())
+        typer.echo(f"Wrote {card_out} (hardware card '{calibration.card.name}')", err=True)
+    else:
+        typer.echo("Hint: pass --card-out FILE to write the calibrated hardware card", err=True)
+    emit(calibration.result, fmt, output, explain)

@@ -1,0 +1,94 @@
+"""``kvplan sweep GRID.yaml -o FILE``: size/fit (and decode latency) over a Cartesian grid."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors
+from kvplan.errors import InputError
+
+MAX_LISTED_REASONS = 5
+
+
+class _Progress:
+    """A rich progress bar on stderr, shown only on a terminal and only once a stage passes 1 s."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.start = time.perf_counter()
+        self.enabled = sys.stderr.isatty()
+        self.bar = None
+        self.task = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            if time.perf_counter() - self.start < 1.0:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(self.label, total=total)
+        self.bar.update(self.task, completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@handle_errors
+def sweep_command(
+    grid: Annotated[Path, typer.Argument(help="Grid file (YAML): models, hardware, seq, batch, kv_dtype, tp, pp, engine.")],
+    output: Annotated[Optional[Path], typer.Option(
+        "--output", "-o", help="Write FILE.csv or FILE.parquet (whole or not at all); CSV to stdout if absent.")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Fail on the first invalid combination instead of skipping it.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every default the latency columns took.")] = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Evaluate size and fit (and decode latency) at every grid point, vectorised; one row per point."""
+    from kvplan.plans.sweep import load_grid, output_format, sweep, write_sweep
+
+    output_format(output)  # refuse a bad path or a missing pyarrow before any work
+    spec = load_grid(grid)
+    progress = _Progress(f"evaluating {spec.points:,} points")
+    try:
+        result = sweep(spec, cards=cards_dirs(cards), strict=strict, progress=progress)
+    finally:
+        progress.close()
+    if not result.blocks:
+        reasons = "; ".join(r for r, _ in result.skipped[:MAX_LISTED_REASONS])
+        raise InputError(f"no valid point in {grid}: {reasons}", "fix the grid (see the reasons), or pass fewer values")
+    start = time.perf_counter()
+    writing = _Progress(f"writing {result.rows:,} rows")
+    try:
+        write_sweep(result, output, progress=writing, stream=sys.stdout)
+    finally:
+        writing.close()
+    written = time.perf_counter() - start
+    for note in result.notes:
+        typer.echo(f"Note: {note}", err=True)
+    if verbose:
+        for note in result.latency_notes:
+            typer.echo(f"Note: {note}", err=True)
+    elif result.latency_notes:
+        typer.echo(f"Note: the latency columns take {len(result.latency_notes)} kvplan defaults where the hardware "
+                   "cards lack a figure (η_flops, step overhead, link latency); --verbose lists them", err=True)
+    for reason, points in result.skipped[:MAX_LISTED_REASONS]:
+        typer.echo(f"Note: skipped {points:,} points: {reason}", err=True)
+    if len(result.skipped) > MAX_LISTED_REASONS:
+        rest = sum(n for _, n in result.skipped[MAX_LISTED_REASONS:])
+        typer.echo(f"Note: skipped {rest:,} more points for {len(result.skipped) - MAX_LISTED_REASONS} more reasons",
+                   err=True)
+    where = f"Wrote {output}" if output is not None else "Wrote"
+    typer.echo(f"{where}: {result.rows:,} rows of {spec.points:,} grid points "
+               f"({result.skipped_points:,} skipped); evaluated in {result.seconds:.2f} s, written in {written:.2f} s",
+               err=True)

@@ -1,0 +1,428 @@
+"""``kvplan latency``: roofline prefill and decode estimates for whole requests (DESIGN.md §2.3).
+
+One row per point of isl × osl × batch × tp (× context). A row is a static batch: ``batch``
+requests of ISL prompt tokens arrive together (as in ``vllm bench latency`` and TensorRT-LLM's
+gptSessionBenchmark), are prefilled together (in chunks when ``chunk_size`` is set), and decode
+OSL tokens each. The math is :mod:`kvplan.calc.roofline`; every row's terms are printed by
+``--explain``.
+
+- ``prefill_s``: the batch's prompts, B × ISL tokens.
+- ``ttft_s = prefill_s + one decode step at context ISL`` (DESIGN.md §2.3; queueing and PD
+  transfer come with the workload and PD plans). TensorRT-LLM's published batch-1 first-token
+  latencies behave this way: at ISL 128, where prefill and a decode step are of the same size,
+  they match prefill + one step and are about twice prefill alone (docs/validation.md). An
+  engine that samples the first token straight from the prefill logits is one step faster.
+- ``decode_step_s``: one step of the batch at ``context`` (default ISL) and its physical floor.
+- ``tpot_s``: the mean of the OSL − 1 later steps, at contexts ISL+1 … ISL+OSL−1, integrated
+  over the growing context (not every step at the final length).
+- ``e2e_s = ttft_s + (OSL − 1) × tpot_s``; ``tokens_per_s = batch × OSL / e2e_s`` (TensorRT-LLM's
+  ``out_tps = output_seqlen × batch_size / total_latency``, per GPU divided by the GPUs).
+
+Efficiencies come from the hardware card where it has them, else from kvplan's documented
+defaults (below), and are overridden by arguments; each default taken is listed in
+``Result.assumptions``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, forward_pass,
+                                  mean_over_output, model_cost, prefill, speculative_tokens_per_step)
+from kvplan.cards.loader import load_hardware, load_model
+from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.engines import get_profile
+from kvplan.errors import InputError, MissingFigureError
+from kvplan.plans.size import as_list, check_positive
+from kvplan.result import Result
+from kvplan.units import format_bytes, format_seconds
+
+# kvplan-wide defaults, used only where the hardware card has no figure (printed as assumptions).
+DEFAULT_ETA_MEM = 0.8
+DEFAULT_ETA_MEM_SOURCE = ("ai-dynamo/aiconfigurator systems/*.yaml mem_bw_empirical_scaling_factor: 0.8 "
+                          "(\"some nonofficial correction based on observations\")")
+DEFAULT_ETA_FLOPS = 0.75
+DEFAULT_ETA_FLOPS_SOURCE = ("FlashAttention-3 (Shah et al., arXiv:2407.08608) reaches 740 of 989 TFLOPS "
+                            "(75% utilization) in BF16 on H100")
+DEFAULT_OP_LATENCY_S = 3e-6
+OPS_PER_LAYER = 3
+DEFAULT_OVERHEAD_SOURCE = ("aiconfigurator mem_empirical_constant_latency 3 µs, charged per element-wise "
+                           "kernel: 3 per layer (add+norm ×2, activation) + 1 embedding, as its LLAMA model does")
+DEFAULT_LINK_LATENCY_S = 10e-6
+DEFAULT_LINK_LATENCY_SOURCE = "aiconfigurator systems/*.yaml p2p_latency: 10 µs (\"nonofficial correction\")"
+
+LATENCY_COLUMNS = [
+    "model", "hardware", "tp", "batch", "isl", "osl", "prefill_s", "ttft_s", "decode_step_s",
+    "floor_decode_step_s", "tpot_s", "e2e_s", "tokens_per_s", "tokens_per_s_per_gpu", "bound",
+]
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """η for memory bandwidth and FLOPS and the per-step overhead; None = card, then kvplan default."""
+
+    eta_mem: float | None = None
+    eta_flops: float | None = None
+    step_overhead_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding / MTP: ``k`` drafted tokens per step, per-token acceptance ``alpha``.
+
+    ``draft_model`` (a card name or path) is a separate draft model; without one the draft is
+    ``draft_layers`` decoder layers of the target plus its LM head (MTP, EAGLE).
+    """
+
+    k: int
+    alpha: float
+    draft_model: str | None = None
+    draft_layers: float = 1.0
+
+
+def check_efficiencies(eff: Efficiencies) -> None:
+    for name, value in (("--eta-mem", eff.eta_mem), ("--eta-flops", eff.eta_flops)):
+        if value is not None and not 0 < value <= 1:
+            raise InputError(f"{name} must be in (0, 1] (got {value})", "an efficiency is a share of the peak")
+    if eff.step_overhead_s is not None and (eff.step_overhead_s < 0 or not math.isfinite(eff.step_overhead_s)):
+        raise InputError(f"--step-overhead must be >= 0 (got {eff.step_overhead_s})", "write it as 50us or 0.5ms")
+
+
+def peak_flops(hw: HardwareCard, compute_dtype: str, weights_dtype: str) -> float:
+    """The card's dense peak for ``compute_dtype``; a missing figure is an error, never a guess."""
+    value = hw.peak_flops_per_s.get(compute_dtype)
+    if value is None:
+        have = ", ".join(hw.peak_flops_per_s) or "none"
+        raise MissingFigureError(
+            f"hardware card '{hw.name}' has no peak_flops_per_s.{compute_dtype} "
+            f"(needed: {weights_dtype} weights compute in {compute_dtype})",
+            f"add the figure with its source to the card, or pick a dtype it has ({have}) "
+            "with --weights-dtype / --compute-dtype",
+        )
+    return value
+
+
+def resolve_machine(
+    hw: HardwareCard, compute_dtype: str, weights_dtype: str, layers: float, eff: Efficiencies,
+    max_gpus: int,
+) -> tuple[Machine, list[str]]:
+    """Card figures + efficiencies (argument > card > kvplan default) for one compute dtype."""
+    check_efficiencies(eff)
+    notes: list[str] = []
+    peak = peak_flops(hw, compute_dtype, weights_dtype)
+
+    def pick(given, card_value, default, what, card_field, source):
+        if given is not None:
+            return given
+        if card_value is not None:
+            return card_value
+        notes.append(f"{what} = {default:g}: kvplan default, {hw.name} has no {card_field} ({source})")
+        return default
+
+    eta_mem = pick(eff.eta_mem, hw.efficiency.memory_bandwidth, DEFAULT_ETA_MEM, "η_mem",
+                   "efficiency.memory_bandwidth", DEFAULT_ETA_MEM_SOURCE)
+    eta_flops = pick(eff.eta_flops, hw.efficiency.flops, DEFAULT_ETA_FLOPS, "η_flops",
+                     "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
+    overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
+    if overhead is None:
+        ops = OPS_PER_LAYER * layers + 1
+        overhead = DEFAULT_OP_LATENCY_S * ops
+        notes.append(f"step overhead = {format_seconds(overhead)} per forward pass: kvplan default "
+                     f"3 µs × {ops:g} kernels, {hw.name} has no efficiency.step_overhead_s ({DEFAULT_OVERHEAD_SOURCE})")
+    kwargs = {}
+    if max_gpus > 1:
+        if hw.scale_up is None and hw.nic is None:
+            raise MissingFigureError(
+                f"hardware card '{hw.name}' has no scale_up link or nic (needed for {max_gpus} GPUs per instance)",
+                "add the link with its source to the card, or use --tp 1",
+            )
+        for prefix, link, count in (("scale_up", hw.scale_up, 1), ("nic", hw.nic, None)):
+            if link is None:
+                continue
+            kwargs[f"{prefix}_bytes_per_s"] = link.bandwidth_bytes_per_s * (count or link.count) * (link.efficiency or 1.0)
+            kwargs[f"{prefix}_latency_s"] = link.latency_s if link.latency_s is not None else DEFAULT_LINK_LATENCY_S
+            if link.latency_s is None:
+                notes.append(f"{prefix} latency {format_seconds(DEFAULT_LINK_LATENCY_S)} per collective: kvplan "
+                             f"default, {hw.name}'s {link.name} has no latency_s ({DEFAULT_LINK_LATENCY_SOURCE})")
+            if link.efficiency is None:
+                notes.append(f"{prefix} bandwidth at line rate ({link.bandwidth_bytes_per_s / 1e9:g} GB/s per "
+                             f"direction): {hw.name}'s {link.name} has no efficiency figure")
+        if hw.scale_up is not None:
+            kwargs["scale_up_domain"] = float(hw.scale_up_domain or math.inf)
+        else:
+            kwargs["scale_up_domain"] = 0.0
+        if hw.scale_up_domain is not None and max_gpus > hw.scale_up_domain and hw.nic is None:
+            raise MissingFigureError(
+                f"{max_gpus} GPUs exceed {hw.name}'s scale-up domain ({hw.scale_up_domain}) and the card has no nic",
+                "add the NIC to the card, or lower --tp",
+            )
+    machine = Machine(name=hw.name, compute_dtype=compute_dtype, bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
+                      peak_flops_per_s=peak, eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead, **kwargs)
+    return machine, notes
+
+
+def check_parallel_modes(card: ModelCard, tps: Sequence[int], ep: int) -> None:
+    if ep < 1:
+        raise InputError(f"--ep must be >= 1 (got {ep})", "1 disables expert parallelism")
+    if ep == 1:
+        return
+    if card.moe is None:
+        raise InputError(f"--ep {ep}: {card.name} has no routed experts", "drop --ep for dense models")
+    if any(t != 1 for t in tps):
+        raise InputError(
+            f"--ep {ep} with --tp {','.join(map(str, tps))}: kvplan models expert parallelism with "
+            "data-parallel attention (tp = 1 per rank)", "use --tp 1 --ep N (N GPUs per instance)")
+    if card.moe.num_experts % ep:
+        raise InputError(f"--ep {ep} does not divide {card.name}'s {card.moe.num_experts} experts",
+                         "choose an ep that divides the expert count")
+
+
+def check_context(card: ModelCard, isl: list[int], osl: list[int], contexts: list[int] | None,
+                  allow_long_context: bool) -> None:
+    longest = max(isl) + max(osl)
+    if longest > card.max_context and not allow_long_context:
+        raise InputError(
+            f"--isl {max(isl):,} + --osl {max(osl):,} = {longest:,} tokens exceeds {card.name}'s "
+            f"max_context ({card.max_context:,})",
+            "lower them, or pass --allow-long-context if the deployment extends the context (RoPE scaling)",
+        )
+    if contexts and max(contexts) > card.max_context and not allow_long_context:
+        raise InputError(f"--context {max(contexts):,} exceeds {card.name}'s max_context ({card.max_context:,})",
+                         "lower it, or pass --allow-long-context")
+
+
+def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_tokens, chunk_tokens, *,
+                     tp=1, ep=1, overlap_comm=False):
+    """Steps that fuse ``batch`` decode tokens at ``context`` with one C-token chunk of a new prompt.
+
+    Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
+    of S tokens into ⌈S/C⌉ chunks, each sharing a step with the running batch's decode tokens.
+    Returns (mean step time over the chunks, total time to prefill the prompt that way).
+    """
+    b, ctx, s, c, tpa, epa = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
+                                                   (batch, context, prompt_tokens, chunk_tokens, tp, ep)))
+    chunks = np.ceil(s / c)
+    width = int(chunks.max())
+    j = np.arange(width, dtype=np.float64)
+    start = c[..., None] * j
+    valid = start < s[..., None]
+    end = np.minimum(start + c[..., None], s[..., None])
+    start, end = np.where(valid, start, 0.0), np.where(valid, end, 0.0)
+    tp_b, ep_b, b_b, ctx_b = tpa[..., None], epa[..., None], b[..., None], ctx[..., None]
+    kv = (b_b * cost.kv_sequence_bytes(ctx_b, tp_b) + (end - start) * cost.kv_token_bytes(tp_b)
+          + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
+    attention = b_b * cost.decode_attention_flops(ctx_b) + cost.prefill_attention_flops(start, end)
+    rows = b_b + (end >= s[..., None])
+    step = forward_pass(cost, machine, tokens=b_b + end - start, kv_bytes=kv, attention_flops=attention,
+                        lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm).time_s
+    total = np.where(valid, step, 0.0).sum(axis=-1)
+    return total / chunks, total
+
+
+def latency(
+    model: str | ModelCard, hardware: str | HardwareCard, isl: int | Sequence[int] = 2048,
+    osl: int | Sequence[int] = 256, batch: int | Sequence[int] = 1, tp: int | Sequence[int] = 1, *,
+    context: int | Sequence[int] | None = None, ep: int = 1, kv_dtype: str = "auto", weights_dtype: str = "auto",
+    compute_dtype: str | None = None, engine: str = "vllm", chunk_size: int | None = None,
+    speculation: Speculation | None = None, efficiencies: Efficiencies = Efficiencies(),
+    overlap_comm: bool = False, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+) -> Result:
+    """Roofline TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination."""
+    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+    hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
+    isls, osls, batches, tps = as_list(isl), as_list(osl), as_list(batch), as_list(tp)
+    contexts = as_list(context) if context is not None else None
+    for name, values in (("--isl", isls), ("--osl", osls), ("--batch", batches), ("--tp", tps)):
+        check_positive(name, values)
+    if contexts:
+        check_positive("--context", contexts)
+    if chunk_size is not None:
+        check_positive("--chunk-size", [chunk_size])
+    check_parallel_modes(card, tps, ep)
+    check_context(card, isls, osls, contexts, allow_long_context)
+    profile = get_profile(engine)
+    cost = model_cost(card, profile, weights_dtype, kv_dtype, tps=tps)
+    dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
+    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * ep)
+
+    grid = list(itertools.product(isls, osls, batches, tps, contexts or [None]))
+    s, o, b, t = (np.array([g[i] for g in grid], dtype=np.float64) for i in range(4))
+    ctx = np.array([g[4] if g[4] is not None else g[0] for g in grid], dtype=np.float64)
+    gpus = t * ep
+    pre = prefill(cost, machine, b, s, tp=t, ep=ep, chunk_tokens=chunk_size, overlap_comm=overlap_comm)
+    step = decode_step(cost, machine, b, ctx, tp=t, ep=ep, overlap_comm=overlap_comm)
+    first = decode_step(cost, machine, b, s, tp=t, ep=ep, overlap_comm=overlap_comm).time_s
+    ttft = pre.time_s + first
+
+    def plain(c):
+        return decode_step(cost, machine, b[:, None], c, tp=t[:, None], ep=ep, overlap_comm=overlap_comm).time_s
+
+    tpot_plain = mean_over_output(plain, s, o)
+    spec_cols: dict[str, np.ndarray] = {}
+    tpot = tpot_plain
+    if speculation is not None:
+        tpot, spec_cols, spec_notes = _speculative(card, cost, machine, speculation, b, s, o, ctx, t, ep, kv_dtype,
+                                                   profile, overlap_comm, cards, tpot_plain)
+        notes.extend(spec_notes)
+    e2e = ttft + (o - 1) * tpot
+    chunk_cols: dict[str, np.ndarray] = {}
+    if chunk_size is not None:
+        mean_mixed, total_mixed = mixed_chunk_step(cost, machine, b, ctx, s, chunk_size, tp=t, ep=ep,
+                                                   overlap_comm=overlap_comm)
+        chunk_cols = {"decode_step_with_chunk_s": mean_mixed, "prefill_alongside_decode_s": total_mixed}
+
+    rows, explain = [], []
+    for i, point in enumerate(grid):
+        row = {
+            "model": card.name, "hardware": hw.name, "tp": int(t[i]), "ep": ep, "gpus": int(gpus[i]),
+            "batch": int(b[i]), "isl": int(s[i]), "osl": int(o[i]), "context": int(ctx[i]),
+            "weights_dtype": cost.weights_dtype, "kv_dtype": cost.layout(int(t[i]) if ep == 1 else 1).kv_dtype,
+            "compute_dtype": dtype, "engine": engine, "chunk_size": chunk_size,
+            "prefill_s": float(pre.time_s[i]), "prefill_passes": int(pre.passes[i]),
+            "prefill_bound": str(pre.bound[i]), "first_decode_step_s": float(first[i]), "ttft_s": float(ttft[i]),
+            "decode_step_s": float(step.time_s[i]), "floor_decode_step_s": float(step.floor_s[i]),
+            "decode_memory_s": float(step.memory_s[i]), "decode_compute_s": float(step.compute_s[i]),
+            "decode_comm_s": float(step.comm_s[i]), "step_overhead_s": float(step.overhead_s[i]),
+            "decode_weight_bytes_per_gpu": float(step.weight_bytes[i]),
+            "decode_kv_bytes_per_gpu": float(step.kv_bytes[i]), "decode_flops_per_gpu": float(step.flops[i]),
+            "arithmetic_intensity_flop_per_byte": float(step.intensity_flop_per_byte[i]),
+            "ridge_point_flop_per_byte": machine.ridge_flop_per_byte,
+            "tpot_s": float(tpot[i]), "e2e_s": float(e2e[i]),
+            "tokens_per_s": float(b[i] * o[i] / e2e[i]), "tokens_per_s_per_gpu": float(b[i] * o[i] / e2e[i] / gpus[i]),
+            "decode_tokens_per_s": float(b[i] / tpot[i]), "decode_tokens_per_s_per_gpu": float(b[i] / tpot[i] / gpus[i]),
+            "bound": str(step.bound[i]),
+            "eta_mem": machine.eta_mem, "eta_flops": machine.eta_flops,
+        }
+        if cost.is_moe:
+            row["experts_touched_per_layer"] = float(step.experts_touched[i] * ep)
+        row.update({k: float(v[i]) for k, v in spec_cols.items()})
+        row.update({k: float(v[i]) for k, v in chunk_cols.items()})
+        rows.append(row)
+        if i < 24:
+            explain.extend(_explain(card, cost, machine, row, pre, step, i))
+    if len(grid) > 24:
+        explain.append(f"… {len(grid) - 24} more rows: rerun with fewer values to see their terms")
+    notes.extend(_memory_notes(card, hw, cost, b, s + o, t, ep))
+    notes.extend(_standard_notes(card, cost, tps, ep, overlap_comm, chunk_size))
+    columns = list(LATENCY_COLUMNS)
+    if speculation is not None:
+        columns[columns.index("tpot_s") + 1:columns.index("tpot_s") + 1] = ["spec_tokens_per_step", "spec_speedup"]
+    return Result(title=f"Latency: {card.name} on {hw.name}", rows=rows, columns=columns, explain=explain,
+                  assumptions=list(dict.fromkeys(notes)))
+
+
+def _speculative(card, cost, machine, spec: Speculation, b, s, o, ctx, t, ep, kv_dtype, profile, overlap_comm,
+                 cards, tpot_plain):
+    if spec.k < 1:
+        raise InputError(f"--spec-k must be >= 1 (got {spec.k})", "the number of drafted tokens per step")
+    if not 0 <= spec.alpha <= 1:
+        raise InputError(f"--spec-alpha must be in [0, 1] (got {spec.alpha})", "per-token acceptance rate")
+    if spec.draft_model is not None:
+        draft_card = load_model(spec.draft_model, cards)
+        draft = model_cost(draft_card, profile, "auto", kv_dtype, tps=sorted({int(x) for x in t}))
+        notes = [f"speculative draft: {draft_card.name}, same tp as the target"]
+    else:
+        if spec.draft_layers <= 0:
+            raise InputError(f"--spec-draft-layers must be > 0 (got {spec.draft_layers})", "MTP uses 1")
+        draft = cost.draft_layers(spec.draft_layers)
+        notes = [f"speculative draft: {spec.draft_layers:g} decoder layer(s) of {card.name} + its LM head "
+                 "(MTP / EAGLE head; aiconfigurator charges MTP the same (nextn + L)/L)"]
+    k = spec.k
+    per_step = float(speculative_tokens_per_step(k, spec.alpha))
+
+    def spec_step(c, batch, tp):
+        verify = decode_step(cost, machine, batch, c, tp=tp, ep=ep, query_tokens=k + 1, overlap_comm=overlap_comm)
+        drafts = sum(decode_step(draft, machine, batch, c + j, tp=tp, ep=ep, overlap_comm=overlap_comm).time_s
+                     for j in range(k))
+        return verify.time_s + drafts
+
+    tpot = mean_over_output(lambda c: spec_step(c, b[:, None], t[:, None]), s, o) / per_step
+    at_context = spec_step(ctx, b, t)
+    notes.append(f"speculative decoding: k = {k}, α = {spec.alpha:g} → (1 − α^(k+1))/(1 − α) = {per_step:.3f} "
+                 "tokens per verification step (Leviathan et al. 2023); acceptance taken as i.i.d. per token")
+    cols = {"spec_tokens_per_step": np.full_like(b, per_step), "spec_step_s": at_context,
+            "tpot_without_spec_s": tpot_plain, "spec_speedup": tpot_plain / tpot}
+    return tpot, cols, notes
+
+
+def _memory_notes(card, hw, cost, batch, final_context, tp, ep) -> list[str]:
+    """Say so when a row's weights and KV at the final length exceed one GPU's HBM (latency does not gate on it)."""
+    embedding = 0.0 if card.tie_word_embeddings else cost.lm_head_weight_bytes
+    experts = cost.moe_layers * cost.num_experts * cost.expert_weight_bytes
+    weights = (cost.dense_weight_bytes + embedding) / tp + experts / (tp * ep)
+    kv = batch / ep * cost.kv_sequence_bytes(final_context, tp if ep == 1 else 1)
+    over = np.flatnonzero(weights + kv > hw.hbm_capacity_bytes)
+    if not over.size:
+        return []
+    i = over[0]
+    return [f"{over.size} row(s) do not fit in {hw.name}'s {format_bytes(hw.hbm_capacity_bytes)}, e.g. tp={int(tp[i])}, "
+            f"batch {int(batch[i])} at {int(final_context[i]):,} tokens needs {format_bytes(weights[i])} of weights + "
+            f"{format_bytes(kv[i])} of KV per GPU; the latency is shown anyway (check with kvplan fit)"]
+
+
+def _standard_notes(card, cost, tps, ep, overlap_comm, chunk_size) -> list[str]:
+    notes = ["static batch: the batch's prompts are prefilled together; TTFT = that prefill + one decode step "
+             "at context ISL (no queueing); TPOT averages the OSL − 1 later steps at contexts ISL+1 … ISL+OSL−1"]
+    if (max(tps) > 1 or ep > 1) and not overlap_comm:
+        notes.append("communication is not overlapped with compute (pass --overlap-comm to overlap it)")
+    if cost.is_moe:
+        notes.append(f"MoE routing taken as uniform: E(1 − (1 − k/E)^B) = touched experts per layer "
+                     f"(E = {cost.num_experts}, k = {cost.experts_per_token}); a skewed router reads fewer at mid batch")
+    if cost.weights_dtype in ("int4", "mxfp4"):
+        notes.append(f"{cost.weights_dtype} weights dequantise to {card.dtype} GEMMs (W4A16); pass --compute-dtype "
+                     "to change")
+    if chunk_size is not None:
+        notes.append(f"chunked prefill: at most {chunk_size:,} tokens per step; decode_step_with_chunk_s is a "
+                     "step of the running batch fused with one chunk of a new ISL prompt (mean over its chunks)")
+    return notes
+
+
+def _explain(card, cost, machine, row, pre, step, i) -> list[str]:
+    bw, peak = machine.bandwidth_bytes_per_s, machine.peak_flops_per_s
+    lines = [
+        f"{card.name} on {machine.name}: tp={row['tp']}, ep={row['ep']}, batch={row['batch']}, "
+        f"context={row['context']:,}, weights {cost.weights_dtype}, KV {row['kv_dtype']}, compute {machine.compute_dtype}",
+    ]
+    moe = ""
+    if cost.is_moe:
+        moe = (f" + {cost.moe_layers:g} MoE layers × {row['experts_touched_per_layer']:.2f} experts touched "
+               f"[E(1−(1−k/E)^B), E={cost.num_experts}, k={cost.experts_per_token}] × "
+               f"{format_bytes(cost.expert_weight_bytes)}")
+    lines += [
+        f"  decode weights read = dense {format_bytes(cost.dense_weight_bytes)}{moe}, ÷ tp → "
+        f"{step.weight_bytes[i]:,.0f} B per GPU",
+        f"  decode KV read      = {row['batch']} seq × KV at {row['context']:,} tokens → {step.kv_bytes[i]:,.0f} B per GPU",
+        f"  decode FLOPs        = batch × (2 × {cost.body_params_per_token:,.0f} params + 2 × "
+        f"{cost.lm_head_params:,.0f} LM head + attention) → {step.flops[i]:.4g} per GPU",
+        f"  memory time         = {step.bytes[i]:.4g} B / ({bw:.4g} B/s × η_mem {machine.eta_mem:g}) = "
+        f"{format_seconds(step.memory_s[i])} (all bytes)",
+        f"  compute time        = {step.flops[i]:.4g} FLOP / ({peak:.4g} FLOP/s × η_flops {machine.eta_flops:g}) = "
+        f"{format_seconds(step.compute_s[i])} (all FLOPs)",
+        *[f"  {label:19s} = max(memory {format_seconds(step.op_memory_s[k][i])}, compute "
+          f"{format_seconds(step.op_compute_s[k][i])}) = {format_seconds(max(step.op_memory_s[k][i], step.op_compute_s[k][i]))}"
+          for k, label in enumerate(("dense GEMMs", "expert GEMMs", "attention")) if k != 1 or cost.is_moe],
+        f"  communication       = {format_seconds(step.comm_s[i])} "
+        f"({'none at one GPU' if row['gpus'] == 1 else 'TP all-reduce / EP all-to-all, not overlapped'})",
+        f"  step                = Σ operators + comm + overhead {format_seconds(machine.step_overhead_s)} = "
+        f"{format_seconds(step.time_s[i])} ({row['bound']}-bound); floor = max(bytes / peak BW, FLOPs / peak) = "
+        f"{format_seconds(step.floor_s[i])}",
+        f"  intensity           = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
+        f"{machine.ridge_flop_per_byte:.3g} FLOP/B (peak FLOPS / peak BW)",
+        f"  prefill             = {row['batch']} × {row['isl']:,} tokens in {row['prefill_passes']} pass(es): "
+        f"{pre.flops[i]:.4g} FLOP (2 × params × tokens + causal attention ∝ S²), {pre.bytes[i]:.4g} B → "
+        f"{format_seconds(pre.time_s[i])} ({row['prefill_bound']}-bound); TTFT = prefill + first decode step "
+        f"{format_seconds(row['first_decode_step_s'])} = {format_seconds(row['ttft_s'])}",
+        f"  request             = TTFT {format_seconds(row['ttft_s'])} + ({row['osl']} − 1) × mean TPOT "
+        f"{format_seconds(row['tpot_s'])} = {format_seconds(row['e2e_s'])}; {row['tokens_per_s']:,.1f} tok/s, "
+        f"{row['tokens_per_s_per_gpu']:,.1f} per GPU",
+    ]
+    return lines
+
+
+__all__ = ["Efficiencies", "Speculation", "latency", "resolve_machine", "peak_flops", "LATENCY_COLUMNS"]

@@ -1,0 +1,502 @@
+"""``kvplan sweep``: size, fit (and decode latency) over a Cartesian grid, vectorised.
+
+The grid is models × hardware × kv_dtype × tp × pp × engine × seq × batch. Python loops only
+over the (model, hardware, kv_dtype, tp, pp, engine) combinations; inside one combination the
+engine's budget, block count and pool are scalars (taken from :func:`kvplan.plans.fit.fit`
+itself, so the sweep agrees with ``kvplan fit`` exactly) and every (seq, batch) point is one
+numpy evaluation:
+
+    per-sequence bytes  = KVLayout.sequence_bytes(seq)                      (n_seq)
+    total bytes         = per-sequence × batch                              (n_seq × n_batch)
+    max concurrency     = pool / per-sequence bytes on one GPU              (n_seq)
+    fits                = budget > 0 and max concurrency ≥ batch            (n_seq × n_batch)
+    max context         = min(KVLayout.max_sequence_len(pool, batch), max(model max, seq))
+    decode step         = roofline decode_step(batch, context = seq)       (n_seq × n_batch)
+
+Rows come out seq-major, batch-minor within a combination, combinations in grid order.
+A combination the engines reject (tp not dividing the KV heads, a profile without TP) is
+skipped and counted; so are sequence lengths beyond a model's context unless
+``allow_long_context``. With ``strict`` the first rejection is the error instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Union
+
+import numpy as np
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
+from kvplan.calc.kv import kv_layout
+from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+from kvplan.errors import InputError, KvplanError, MissingFigureError
+from kvplan.plans.planfile import Tokens, describe_errors, read_yaml
+from kvplan.units import parse_tokens
+
+# Column order of the output. Scalars of a combination, seq-only and seq × batch values.
+COORDINATES = ["model", "hardware", "seq_len", "batch", "kv_dtype", "tp", "pp", "engine"]
+SIZE_FIT_COLUMNS = [
+    "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_per_sequence_per_gpu",
+    "kv_bytes_total", "kv_bytes_total_per_gpu", "weights_bytes_per_gpu", "kv_cache_memory_bytes",
+    "num_blocks", "kv_cache_tokens", "max_concurrency", "max_context_at_batch", "fits",
+]
+LATENCY_COLUMNS = ["decode_step_s", "floor_decode_step_s", "decode_tokens_per_s"]
+INT_COLUMNS = {"seq_len", "batch", "tp", "pp", "num_blocks", "kv_cache_tokens", "max_context_at_batch"}
+STR_COLUMNS = {"model", "hardware", "kv_dtype", "engine"}
+
+
+def _listed(value):
+    return value if isinstance(value, list) else [value]
+
+
+def _token_axis(value):
+    """A list of token counts, one count, or a range ``{start, stop, num[, log]}`` (both ends included)."""
+    if isinstance(value, dict):
+        unknown = set(value) - {"start", "stop", "num", "log"}
+        if unknown or not {"start", "stop", "num"} <= set(value):
+            raise ValueError("a range is {start: 1k, stop: 128k, num: 100, log: false}"
+                             + (f" (unknown keys: {', '.join(sorted(unknown))})" if unknown else ""))
+        try:
+            start, stop = parse_tokens(value["start"]), parse_tokens(value["stop"])
+        except KvplanError as exc:
+            raise ValueError(exc.message) from None
+        num = int(value["num"])
+        if num < 1 or stop < start:
+            raise ValueError(f"a range needs num >= 1 and stop >= start (got {value})")
+        points = np.geomspace(start, stop, num) if value.get("log") else np.linspace(start, stop, num)
+        return [int(v) for v in dict.fromkeys(np.rint(points).astype(np.int64).tolist())]
+    return _listed(value)
+
+
+TokenAxis = Annotated[list[Tokens], BeforeValidator(_token_axis)]
+IntAxis = Annotated[list[Annotated[int, Field(ge=1)]], BeforeValidator(_listed)]
+StrAxis = Annotated[list[str], BeforeValidator(_listed)]
+
+
+class Grid(BaseModel):
+    """A sweep grid: each axis a list (a single value is a one-element list); absent axes take defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: StrAxis = Field(min_length=1, description="model card names, repo ids or card files")
+    hardware: StrAxis = Field(min_length=1, description="hardware card names or files")
+    seq: TokenAxis = Field([8192], min_length=1, description="max_model_len values ('128k'); or {start, stop, num, log}")
+    batch: TokenAxis = Field([1], min_length=1, description="concurrent sequences; or {start, stop, num, log}")
+    kv_dtype: StrAxis = Field(["auto"], min_length=1, description=f"any of {', '.join(KV_DTYPE_NAMES)}")
+    tp: IntAxis = Field([1], min_length=1)
+    pp: IntAxis = Field([1], min_length=1)
+    engine: StrAxis = Field(["vllm"], min_length=1, description=f"any of {', '.join(ENGINE_NAMES)}")
+    weights_dtype: str = Field("auto", description=f"one of {', '.join(WEIGHT_DTYPE_NAMES)}")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    block_size: int | None = Field(None, ge=1)
+    max_num_batched_tokens: Tokens | None = None
+    max_num_seqs: int = Field(256, ge=1)
+    allow_long_context: bool = Field(False, description="keep seq values beyond a model's max context")
+    latency: bool = Field(True, description="add decode-step latency columns (roofline)")
+
+    @field_validator("kv_dtype")
+    @classmethod
+    def _kv_dtypes(cls, values: list[str]) -> list[str]:
+        bad = [v for v in values if v not in KV_DTYPE_NAMES]
+        if bad:
+            raise ValueError(f"unknown KV dtype {', '.join(bad)} (choose from: {', '.join(KV_DTYPE_NAMES)})")
+        return values
+
+    @field_validator("engine")
+    @classmethod
+    def _engines(cls, values: list[str]) -> list[str]:
+        bad = [v for v in values if v not in ENGINE_NAMES]
+        if bad:
+            raise ValueError(f"unknown engine {', '.join(bad)} (choose from: {', '.join(ENGINE_NAMES)})")
+        return values
+
+    @field_validator("weights_dtype")
+    @classmethod
+    def _weights(cls, value: str) -> str:
+        if value not in WEIGHT_DTYPE_NAMES:
+            raise ValueError(f"unknown weights dtype '{value}' (choose from: {', '.join(WEIGHT_DTYPE_NAMES)})")
+        return value
+
+    @property
+    def points(self) -> int:
+        return math.prod(len(getattr(self, k)) for k in ("models", "hardware", "seq", "batch", "kv_dtype",
+                                                            "tp", "pp", "engine"))
+
+
+def grid_json_schema() -> dict:
+    schema = Grid.model_json_schema()
+    schema["title"] = "kvplan sweep grid"
+    return schema
+
+
+def load_grid(path: str | Path) -> Grid:
+    data, _ = read_yaml(Path(path), "grid")
+    try:
+        return Grid.model_validate(data)
+    except ValidationError as exc:
+        raise describe_errors(Path(path), exc, Grid) from None
+
+
+@dataclass
+class Block:
+    """One combination's points in factored form: scalars, seq-long arrays, seq × batch arrays."""
+
+    scalars: dict[str, object]
+    seq_arrays: dict[str, np.ndarray]
+    batch_arrays: dict[str, np.ndarray]
+    grid_arrays: dict[str, np.ndarray]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.seq_arrays["seq_len"]), len(self.batch_arrays["batch"])
+
+    @property
+    def rows(self) -> int:
+        n_seq, n_batch = self.shape
+        return n_seq * n_batch
+
+    def columns(self) -> dict[str, np.ndarray | object]:
+        """Every output column, expanded to one value per row (scalars stay scalars)."""
+        n_seq, n_batch = self.shape
+        out: dict[str, np.ndarray | object] = {}
+        for name in self.column_names:
+            if name in self.scalars:
+                out[name] = self.scalars[name]
+            elif name in self.seq_arrays:
+                out[name] = np.repeat(self.seq_arrays[name], n_batch)
+            elif name in self.batch_arrays:
+                out[name] = np.tile(self.batch_arrays[name], n_seq)
+            else:
+                out[name] = self.grid_arrays[name].ravel()
+        return out
+
+    @property
+    def column_names(self) -> list[str]:
+        names = COORDINATES + SIZE_FIT_COLUMNS
+        return names + [c for c in LATENCY_COLUMNS if c in self.grid_arrays]
+
+
+@dataclass
+class SweepResult:
+    grid: Grid
+    blocks: list[Block]
+    skipped: list[tuple[str, int]] = field(default_factory=list)  # (reason, points)
+    notes: list[str] = field(default_factory=list)
+    latency_notes: list[str] = field(default_factory=list)  # defaults the roofline took per card
+    seconds: float = 0.0
+
+    @property
+    def rows(self) -> int:
+        return sum(b.rows for b in self.blocks)
+
+    @property
+    def skipped_points(self) -> int:
+        return sum(n for _, n in self.skipped)
+
+    @property
+    def column_names(self) -> list[str]:
+        return self.blocks[0].column_names if self.blocks else COORDINATES + SIZE_FIT_COLUMNS
+
+
+def _fit_scalars(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str) -> dict:
+    """The combination's budget figures from kvplan.plans.fit.fit itself (one point, batch 1)."""
+    from kvplan.plans.fit import fit
+
+    row = fit(card, hw, seq=[1], batch=[1], kv_dtype=[dtype], tp=[tp], pp=pp, engine=[engine],
+              weights_dtype=grid.weights_dtype, gpu_memory_utilization=grid.gpu_memory_utilization,
+              block_size=grid.block_size, max_num_batched_tokens=grid.max_num_batched_tokens,
+              max_num_seqs=grid.max_num_seqs, allow_long_context=True).rows[0]
+    return row
+
+
+def _block(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, seqs: np.ndarray,
+           batches: np.ndarray, latency_model) -> Block:
+    profile = get_profile(engine)
+    layout = kv_layout(card, profile, dtype, tp, pp, block_size=grid.block_size,
+                       max_num_batched_tokens=grid.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    f = _fit_scalars(card, hw, grid, dtype, tp, pp, engine)
+    kv_bytes, blocks, block_bytes = f["kv_cache_memory_bytes"], float(f["num_blocks"]), f["block_bytes_per_gpu"]
+    pool = blocks * block_bytes
+    per_seq = layout.sequence_bytes(seqs)
+    per_seq_gpu = layout.sequence_bytes(seqs, per_gpu=True)
+    with np.errstate(divide="ignore"):
+        concurrency = np.where(per_seq_gpu > 0, pool / per_seq_gpu, math.inf)
+    # fit rounds with Python's round(); n_seq calls per combination, not one per point
+    rounded = np.array([round(float(c), 4) for c in concurrency])
+    upper = max(card.max_context, int(seqs.max()))
+    longest = layout.max_sequence_len(pool, batches, upper=upper)           # per batch value
+    max_context = np.minimum(longest[None, :], np.maximum(card.max_context, seqs)[:, None])
+    grid_arrays = {
+        "kv_bytes_total": per_seq[:, None] * batches[None, :],
+        "kv_bytes_total_per_gpu": per_seq_gpu[:, None] * batches[None, :],
+        "max_context_at_batch": max_context.astype(np.int64),
+        "fits": (kv_bytes > 0) & (concurrency[:, None] >= batches[None, :]),
+    }
+    if latency_model is not None:
+        grid_arrays.update(latency_model(seqs, batches))
+    return Block(
+        scalars={"model": card.name, "hardware": hw.name, "kv_dtype": layout.kv_dtype, "tp": tp, "pp": pp,
+                 "engine": engine, "kv_bytes_per_token": f["kv_bytes_per_token"],
+                 "kv_bytes_per_token_per_gpu": f["kv_bytes_per_token_per_gpu"],
+                 "weights_bytes_per_gpu": f["weights_bytes_per_gpu"], "kv_cache_memory_bytes": kv_bytes,
+                 "num_blocks": f["num_blocks"], "kv_cache_tokens": f["kv_cache_tokens"]},
+        seq_arrays={"seq_len": seqs.astype(np.int64), "kv_bytes_per_sequence": per_seq,
+                    "kv_bytes_per_sequence_per_gpu": per_seq_gpu, "max_concurrency": rounded},
+        batch_arrays={"batch": batches.astype(np.int64)},
+        grid_arrays=grid_arrays,
+    )
+
+
+def _latency_model(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, notes: list[str],
+                   latency_notes: list[str]):
+    """A function (seqs, batches) → decode-step columns, or None when latency does not apply."""
+    if not grid.latency:
+        return None
+    try:
+        from kvplan.calc.roofline import compute_dtype_for, decode_step, model_cost
+        from kvplan.plans.latency import Efficiencies, resolve_machine
+    except ImportError:
+        return None
+    if pp > 1:
+        notes.append("latency columns are empty for pp > 1 (the roofline models one pipeline stage-less instance)")
+        return _empty_latency
+    try:
+        cost = model_cost(card, get_profile(engine), grid.weights_dtype, dtype, tps=[tp])
+        compute = compute_dtype_for(cost.weights_dtype, card.dtype)
+        machine, machine_notes = resolve_machine(hw, compute, cost.weights_dtype, cost.layers, Efficiencies(), tp)
+    except MissingFigureError as exc:
+        notes.append(f"latency columns are empty for {card.name} on {hw.name} tp={tp}: {exc.message}")
+        return _empty_latency
+    latency_notes.extend(machine_notes)
+
+    def columns(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
+        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp)
+        return {"decode_step_s": step.time_s, "floor_decode_step_s": step.floor_s,
+                "decode_tokens_per_s": batches[None, :] / step.time_s}
+
+    return columns
+
+
+def _empty_latency(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
+    nan = np.full((len(seqs), len(batches)), np.nan)
+    return {c: nan for c in LATENCY_COLUMNS}
+
+
+def iter_combinations(grid: Grid) -> Iterator[tuple]:
+    return itertools.product(grid.models, grid.hardware, grid.kv_dtype, grid.tp, grid.pp, grid.engine)
+
+
+def sweep(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool = False,
+          progress: Callable[[int, int], None] | None = None) -> SweepResult:
+    """Evaluate every grid point; ``progress(points_done, points_total)`` after each combination."""
+    from kvplan.cards.loader import load_hardware, load_model
+
+    grid = grid if isinstance(grid, Grid) else load_grid(grid)
+    start = time.perf_counter()
+    models = {m: load_model(m, cards) for m in grid.models}
+    hardware = {h: load_hardware(h, cards) for h in grid.hardware}
+    seqs_all = np.array(grid.seq, dtype=np.float64)
+    batches = np.array(grid.batch, dtype=np.float64)
+    per_combination = len(grid.seq) * len(grid.batch)
+    result = SweepResult(grid=grid, blocks=[])
+    reasons: dict[str, int] = {}
+    notes: list[str] = []
+    latency_notes: list[str] = []
+    done = 0
+    for model, hw_name, dtype, tp, pp, engine in iter_combinations(grid):
+        card, hw = models[model], hardware[hw_name]
+        seqs = seqs_all if grid.allow_long_context else seqs_all[seqs_all <= card.max_context]
+        dropped = (len(grid.seq) - len(seqs)) * len(grid.batch)
+        if dropped:
+            reason = (f"seq beyond {card.name}'s max context ({card.max_context:,} tokens; "
+                      "set allow_long_context: true to keep them)")
+            if strict:
+                raise InputError(f"{reason}: {', '.join(str(int(s)) for s in seqs_all if s > card.max_context)}",
+                                 "drop those seq values, or set allow_long_context: true")
+            reasons[reason] = reasons.get(reason, 0) + dropped
+        if len(seqs):
+            try:
+                latency_model = _latency_model(card, hw, grid, dtype, tp, pp, engine, notes, latency_notes)
+                result.blocks.append(_block(card, hw, grid, dtype, tp, pp, engine, seqs, batches, latency_model))
+            except InputError as exc:
+                if strict:
+                    raise
+                reasons[exc.message] = reasons.get(exc.message, 0) + len(seqs) * len(grid.batch)
+        done += per_combination
+        if progress is not None:
+            progress(done, grid.points)
+    result.skipped = list(reasons.items())
+    result.notes = list(dict.fromkeys(notes))
+    result.latency_notes = list(dict.fromkeys(latency_notes))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+# --------------------------------------------------------------------------- output
+
+OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def output_format(path: Path | None) -> str:
+    """csv or parquet from the file name; checked before any work (pyarrow must be there for parquet)."""
+    if path is None:
+        return "csv"
+    fmt = OUTPUT_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError(f"cannot tell the format of '{path}'", "name the output .csv or .parquet")
+    if fmt == "parquet":
+        import importlib.util
+
+        if importlib.util.find_spec("pyarrow") is None:
+            raise InputError(f"writing '{path}' needs pyarrow, which is not installed",
+                             "pip install 'kvplan[parquet]', or write .csv")
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise InputError(f"cannot write '{path}': no directory '{directory}'", "create the directory first")
+    return fmt
+
+
+def block_frame(block: Block, *, whole_numbers_as_int: bool = True):
+    """One block as a pandas DataFrame (float columns holding only whole numbers become int64)."""
+    import pandas as pd
+
+    columns = block.columns()
+    n = block.rows
+    data = {}
+    for name, values in columns.items():
+        if not isinstance(values, np.ndarray):
+            values = np.full(n, values, dtype=object if name in STR_COLUMNS else None)
+        if values.dtype == np.float64 and whole_numbers_as_int and name not in LATENCY_COLUMNS:
+            finite = np.isfinite(values).all() and np.abs(values).max(initial=0) < 2**53
+            if finite and (values == np.floor(values)).all():
+                values = values.astype(np.int64)
+        data[name] = values
+    return pd.DataFrame(data, copy=False)
+
+
+def write_sweep(result: SweepResult, path: Path | None, *, progress: Callable[[int, int], None] | None = None,
+                stream=None) -> None:
+    """Write every row to ``path`` (.csv or .parquet) whole or not at all; to ``stream`` when path is None."""
+    import os
+    import tempfile
+
+    fmt = output_format(path)
+    if path is None:
+        _write_csv(result, stream, progress)
+        return
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
+    try:
+        if fmt == "csv":
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                _write_csv(result, handle, progress)
+        else:
+            os.close(fd)
+            _write_parquet(result, tmp, progress)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"cannot write '{path}': {exc.strerror or exc}", "choose a writable path") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_csv(result: SweepResult, handle, progress) -> None:
+    handle.write(",".join(result.column_names) + "\n")
+    done = 0
+    for block in result.blocks:
+        handle.write(block_csv(block))
+        done += block.rows
+        if progress is not None:
+            progress(done, result.rows)
+
+
+def _csv_values(values):
+    """Values whose ``str()`` is their CSV text: whole floats as ints, NaN as empty, floats as repr."""
+    if isinstance(values, np.ndarray):
+        if values.dtype == np.float64:
+            if (np.isfinite(values).all() and np.abs(values).max(initial=0) < 2**53
+                    and (values == np.floor(values)).all()):
+                return values.astype(np.int64).tolist()
+            out = values.tolist()
+            return ["" if v != v else v for v in out] if np.isnan(values).any() else out
+        return values.tolist()
+    if isinstance(values, float) and values.is_integer() and abs(values) < 2**53:
+        return int(values)
+    return values
+
+
+def block_csv(block: Block) -> str:
+    """One block's CSV rows (no header), built from its factored form.
+
+    Runs of columns that are constant along the batch axis (scalars and seq arrays) are joined
+    once per seq value, batch columns once per batch value; only the seq × batch columns are
+    formatted per point. Same text as pandas ``to_csv`` would give for these types (floats in
+    shortest round-trip form), about 3× faster; card names never contain commas or quotes.
+    """
+    n_seq, n_batch = block.shape
+    streams: list[list] = []
+    template: list[str] = []
+    names = block.column_names
+    i = 0
+    while i < len(names):
+        kind = _axis(block, names[i])
+        j = i
+        while j < len(names) and _axis(block, names[j]) == kind:
+            j += 1
+        run = names[i:j]
+        if kind == "grid":
+            streams.extend(_csv_values(block.grid_arrays[n].ravel()) for n in run)
+            template.append(",".join("{}" for _ in run))
+        else:
+            length = n_seq if kind == "seq" else n_batch
+            columns = []
+            for name in run:
+                source = block.scalars.get(name) if name in block.scalars else (
+                    block.seq_arrays[name] if kind == "seq" else block.batch_arrays[name])
+                values = _csv_values(source)
+                columns.append(values if isinstance(values, list) else [values] * length)
+            joined = [",".join(map(str, row)) for row in zip(*columns)]
+            streams.append([s for s in joined for _ in range(n_batch)] if kind == "seq" else joined * n_seq)
+            template.append("{}")
+        i = j
+    line = ",".join(template) + "\n"
+    return "".join(map(line.format, *streams))
+
+
+def _axis(block: Block, name: str) -> str:
+    if name in block.grid_arrays:
+        return "grid"
+    return "batch" if name in block.batch_arrays else "seq"
+
+
+def _write_parquet(result: SweepResult, tmp: str, progress) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def arrow_type(name):
+        if name in STR_COLUMNS:
+            return pa.dictionary(pa.int32(), pa.string())
+        if name in INT_COLUMNS:
+            return pa.int64()
+        return pa.bool_() if name == "fits" else pa.float64()
+
+    schema = pa.schema([(name, arrow_type(name)) for name in result.column_names])
+    done = 0
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for block in result.blocks:
+            frame = block_frame(block, whole_numbers_as_int=False)
+            writer.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+            done += block.rows
+            if progress is not None:
+                progress(done, result.rows)

@@ -1,0 +1,396 @@
+"""``kvplan report``: a Markdown capacity report for one plan file, with CSV tables and PNG charts.
+
+The directory holds ``report.md`` and, beside it, every table as CSV and every chart as PNG;
+the Markdown links to them by relative name, so the directory can be zipped, attached to a
+design review or committed as is. Charts come first, tables after.
+
+The directory is written whole or not at all: everything is built in a temporary directory
+next to the target and renamed into place. An existing target is refused unless ``force``,
+which renames the old directory away, renames the new one in, then deletes the old one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.errors import InputError, KvplanError
+from kvplan.plans import metrics as registry
+from kvplan.plans.check import PlanCheck, check_plan
+from kvplan.plans.planfile import PlanFile, load_plan
+from kvplan.report.render import human
+from kvplan.units import format_bytes, format_tokens
+
+KV_DTYPES = ("bf16", "fp8", "int4", "fp4")
+CONTEXT_POINTS = 96
+
+
+@dataclass
+class Table:
+    """A table: its CSV file name, a title, column keys and rows of raw numbers."""
+
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[dict]
+    shown: list[dict] | None = None  # a subset for the Markdown (the CSV has every row)
+
+    def csv(self) -> str:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=self.columns, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({k: _whole(v) for k, v in row.items()} for row in self.rows)
+        return buffer.getvalue()
+
+    def markdown(self) -> list[str]:
+        rows = self.shown if self.shown is not None else self.rows
+        lines = ["| " + " | ".join(c.replace("_", " ") for c in self.columns) + " |",
+                 "|" + "|".join("---:" if _numeric(rows, c) else "---" for c in self.columns) + "|"]
+        lines += ["| " + " | ".join(human(c, r.get(c)) for c in self.columns) + " |" for r in rows]
+        return lines
+
+
+def _whole(value):
+    """Whole floats as ints in CSV (5368709120, not 5368709120.0), as the JSON output does."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def _numeric(rows: list[dict], key: str) -> bool:
+    value = rows[0].get(key) if rows else None
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class Chart:
+    name: str
+    title: str
+    caption: str
+    draw: object  # callable(path)
+
+
+@dataclass
+class Document:
+    title: str
+    intro: list[str]
+    verdict: list[str]
+    charts: list[Chart] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    explain: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        out = [f"# {self.title}", "", *self.intro, "", "## Verdict", "", *self.verdict, ""]
+        if self.charts:
+            out += ["## Charts", ""]
+            for chart in self.charts:
+                out += [f"### {chart.title}", "", f"![{chart.title}]({chart.name})", "", chart.caption, ""]
+        if self.tables:
+            out += ["## Tables", ""]
+            for table in self.tables:
+                more = "" if table.shown is None else f" (selected rows; all {len(table.rows)} in the CSV)"
+                out += [f"### {table.title}", "", f"CSV: [{table.name}]({table.name}){more}", "",
+                        *table.markdown(), ""]
+        out += ["## Assumptions", "", *(f"- {a}" for a in self.assumptions), ""]
+        if self.explain:
+            out += ["## How the numbers were obtained", "", "```", *self.explain, "```", ""]
+        return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document:
+    """Evaluate the plan and lay out the report (no files written)."""
+    plan = planfile.plan
+    context = registry.PlanContext(plan, planfile.path.parent, cards)
+    try:
+        produced = registry.evaluate(context)
+        checked = check_plan(planfile, cards) if (planfile.assertions or planfile.slos) else None
+    except KvplanError as exc:
+        message = exc.message if exc.message.startswith(str(planfile.path)) else f"{planfile.path}: {exc.message}"
+        raise type(exc)(message, exc.hint) from None
+    fit = produced["fit"]
+    row = fit.result.rows[0]
+    card, hw = context.model_card, context.hardware_card
+    e = plan.engine
+    doc = Document(
+        title=f"Capacity report: {planfile.label}",
+        intro=_intro(planfile, context, row),
+        verdict=_verdict(fit, checked),
+    )
+    memory = _memory_parts(row)
+    doc.charts.append(Chart(
+        "memory.png", "Memory of one GPU",
+        f"Where the {format_bytes(row['gpu_memory_bytes'])} of one {hw.name} go under {e.name}'s budget rule "
+        f"(gpu_memory_utilization {row['gpu_memory_utilization']:g}).",
+        lambda p: _charts().memory_chart(p, memory, row["gpu_memory_bytes"], f"{card.name} on {hw.name}, "
+                                         f"tp={e.tensor_parallel_size} pp={e.pipeline_parallel_size}")))
+    kv_table, series = _kv_by_dtype(context, row)
+    doc.charts.append(Chart(
+        "kv_vs_context.png", "KV of one sequence vs context, by KV dtype",
+        "Per-GPU KV bytes of one sequence (block rounding and TP replication included) for each KV dtype; "
+        "a curve under the dashed budget line fits one sequence of that length.",
+        lambda p: _charts().kv_context_chart(p, series, row["kv_cache_memory_bytes"], row["seq_len"],
+                                             f"{card.name}, tp={e.tensor_parallel_size}, {e.name}")))
+    conc_table = _concurrency(context, row)
+    doc.charts.append(Chart(
+        "concurrency.png", "KV budget vs concurrency",
+        f"How the {format_bytes(max(row['kv_cache_memory_bytes'], 0))} KV budget divides among concurrent sequences "
+        f"(KV dtype {row['kv_dtype']}): the longest context every one of B sequences can have.",
+        lambda p: _charts().concurrency_chart(p, [r["concurrency"] for r in conc_table.rows],
+                                              [r["max_context_tokens"] for r in conc_table.rows], row["seq_len"],
+                                              row["max_concurrency"], f"{card.name} on {hw.name}, KV {row['kv_dtype']}")))
+    latency_table = _latency_vs_batch(context, row, doc)
+    doc.tables += [
+        Table("memory.csv", "Memory of one GPU", ["part", "size_bytes", "share_of_gpu"],
+              [{"part": k, "size_bytes": v, "share_of_gpu": round(v / row["gpu_memory_bytes"], 4)} for k, v in memory]),
+        kv_table, conc_table,
+    ]
+    if latency_table is not None:
+        doc.tables.append(latency_table)
+    assumptions = [a for p in produced.values() for a in p.assumptions]
+    if checked is not None:
+        assumptions += checked.assumptions
+    doc.assumptions = list(dict.fromkeys(assumptions))
+    doc.explain = [line for p in produced.values() for line in p.explain]
+    return doc
+
+
+def _charts():
+    from kvplan.report import charts
+
+    return charts
+
+
+def _intro(planfile: PlanFile, context, row: dict) -> list[str]:
+    plan, e = planfile.plan, planfile.plan.engine
+    lines = []
+    if plan.description:
+        lines += [plan.description, ""]
+    lines += [
+        f"- Plan file: `{planfile.path}`",
+        f"- Model: **{context.model_card.name}** ({context.model_card.attention_kinds}, "
+        f"{context.model_card.num_layers} layers, max context {context.model_card.max_context:,})",
+        f"- Hardware: **{context.hardware_card.name}**" + (f" in system {plan.system}" if plan.system else "")
+        + f", {format_bytes(row['gpu_memory_bytes'])} per GPU",
+        f"- Engine: **{e.name}**, tensor_parallel_size {e.tensor_parallel_size}, pipeline_parallel_size "
+        f"{e.pipeline_parallel_size}, max_model_len {row['seq_len']:,}, kv_cache_dtype {e.kv_cache_dtype} "
+        f"({row['kv_dtype']}), weights {e.weights_dtype}, block_size {row['block_size'] or 'none'}",
+    ]
+    if plan.workload is not None:
+        w = plan.workload
+        parts = [f"qps {w.qps:g}" if w.qps else None, f"isl {w.isl:,}" if w.isl else None,
+                 f"osl {w.osl:,}" if w.osl else None, f"trace {w.trace}" if w.trace else None,
+                 f"concurrency {context.concurrency}"]
+        lines.append("- Workload: " + ", ".join(p for p in parts if p))
+    if plan.slo is not None:
+        lines.append("- SLOs: " + ", ".join(f"{k} {v}" for k, v in (("TTFT", plan.slo.ttft), ("TPOT", plan.slo.tpot)) if v))
+    return lines
+
+
+def _verdict(fit, checked: PlanCheck | None) -> list[str]:
+    row = fit.result.rows[0]
+    if row["fits"]:
+        lines = [f"**Fits.** {row['num_blocks']:,} blocks = {row['kv_cache_tokens']:,} tokens of KV per GPU; "
+                 f"{row['max_concurrency']:,.2f} requests of {row['seq_len']:,} tokens at once."]
+    else:
+        lines = [f"**Does not fit:** {(fit.result.verdict or '').removeprefix('does not fit: ')}"]
+    if checked is not None:
+        counts = {s: sum(o.status == s for o in checked.outcomes) for s in ("passed", "failed", "skipped")}
+        lines += ["", f"Assertions: {counts['passed']} passed, {counts['failed']} failed"
+                  + (f", {counts['skipped']} skipped" if counts["skipped"] else "") + ".", ""]
+        mark = {"passed": "✅", "failed": "❌", "skipped": "⏭️"}
+        lines += [f"- {mark[o.status]} `{o.assertion}`: {o.message}" for o in checked.outcomes]
+    return lines
+
+
+def _memory_parts(row: dict) -> list[tuple[str, float]]:
+    gpu = row["gpu_memory_bytes"]
+    parts = [("weights", row["weights_bytes_per_gpu"]), ("activation peak", row["activation_bytes"]),
+             ("non-torch", row["non_torch_bytes"]), ("CUDA graphs", row["cudagraph_bytes"]),
+             ("KV cache", max(row["kv_cache_memory_bytes"], 0.0))]
+    rest = gpu - sum(v for _, v in parts)
+    parts = [(k, v) for k, v in parts if v > 0 or k in ("weights", "KV cache")]
+    if rest >= 0:
+        parts.append(("held back (1 − utilization)", rest))
+    else:
+        parts.append(("over capacity", rest))
+    return parts
+
+
+def _contexts(top: int, must: int) -> np.ndarray:
+    points = np.unique(np.rint(np.geomspace(1024, max(top, 2048), CONTEXT_POINTS)).astype(np.int64))
+    return np.unique(np.append(points, must))
+
+
+def _kv_by_dtype(context, row: dict) -> tuple[Table, dict]:
+    from kvplan.calc.kv import kv_layout
+    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+
+    card, e = context.model_card, context.plan.engine
+    mml = row["seq_len"]
+    contexts = _contexts(max(card.max_context, mml), mml)
+    pool = row["num_blocks"] * row["block_bytes_per_gpu"]
+    series, rows, shown = {}, [], []
+    dtypes = list(dict.fromkeys([*KV_DTYPES, row["kv_dtype"]]))
+    landmarks = {c for c in (4096, 8192, 32768, 131072, mml) if c <= contexts.max()}
+    for dtype in dtypes:
+        try:
+            layout = kv_layout(card, get_profile(e.name), dtype, e.tensor_parallel_size, e.pipeline_parallel_size,
+                               block_size=e.block_size,
+                               max_num_batched_tokens=e.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        except InputError:
+            continue
+        per_gpu = layout.sequence_bytes(contexts, per_gpu=True)
+        series[dtype] = (contexts.tolist(), per_gpu.tolist())
+        block_bytes = (layout.block_size or 1) * layout.bytes_per_token_per_gpu
+        dtype_pool = math.floor(max(row["kv_cache_memory_bytes"], 0) / block_bytes) * block_bytes if block_bytes else pool
+        for c, b in zip(contexts.tolist(), per_gpu.tolist()):
+            item = {"kv_dtype": dtype, "context_tokens": c, "kv_bytes_per_sequence_per_gpu": b,
+                    "max_concurrency": round(dtype_pool / b, 4) if b else math.inf}
+            rows.append(item)
+            if c in landmarks:
+                shown.append(item)
+    table = Table("kv_vs_context.csv", "KV of one sequence vs context, by KV dtype",
+                  ["kv_dtype", "context_tokens", "kv_bytes_per_sequence_per_gpu", "max_concurrency"], rows, shown)
+    return table, series
+
+
+def _concurrency(context, row: dict) -> Table:
+    from kvplan.calc.kv import kv_layout
+    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+
+    card, e = context.model_card, context.plan.engine
+    layout = kv_layout(card, get_profile(e.name), e.kv_cache_dtype, e.tensor_parallel_size, e.pipeline_parallel_size,
+                       block_size=e.block_size,
+                       max_num_batched_tokens=e.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    pool = row["num_blocks"] * row["block_bytes_per_gpu"]
+    top = max(e.max_num_seqs, 2 * math.ceil(row["max_concurrency"]) if math.isfinite(row["max_concurrency"]) else 1, 2)
+    powers = 2 ** np.arange(int(math.log2(top)) + 1)
+    batches = np.unique(np.concatenate([np.rint(np.geomspace(1, top, 64)).astype(np.int64), powers]))
+    upper = max(card.max_context, row["seq_len"])
+    longest = layout.max_sequence_len(pool, batches, upper=upper)
+    rows = [{"concurrency": int(b), "max_context_tokens": int(m), "kv_bytes_per_gpu_at_max_context":
+             float(b * layout.sequence_bytes(m, per_gpu=True))} for b, m in zip(batches.tolist(), longest.tolist())]
+    landmarks = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+    return Table("concurrency.csv", "KV budget vs concurrency",
+                 ["concurrency", "max_context_tokens", "kv_bytes_per_gpu_at_max_context"], rows,
+                 [r for r in rows if r["concurrency"] in landmarks])
+
+
+def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
+    """Decode step vs batch at the workload's context (or max_model_len / 2), when latency is importable."""
+    import importlib.util
+
+    if importlib.util.find_spec("kvplan.plans.latency") is None:
+        return None
+    from kvplan.plans.latency import latency
+
+    card, e, plan = context.model_card, context.plan.engine, context.plan
+    if plan.workload is not None and plan.workload.has_lengths:
+        isl, osl, _ = registry.workload_lengths(context)
+    else:
+        isl, osl = max(1, min(row["seq_len"] // 2, card.max_context - 1)), 1
+    top = max(2, min(e.max_num_seqs, 1024))
+    batches = sorted({int(b) for b in np.rint(np.geomspace(1, top, 24))})
+    try:
+        result = latency(card, context.hardware_card, isl=[isl], osl=[osl], batch=batches,
+                         tp=[e.tensor_parallel_size], kv_dtype=e.kv_cache_dtype, weights_dtype=e.weights_dtype,
+                         engine=e.name, allow_long_context=True)
+    except KvplanError as exc:
+        doc.assumptions.append(f"latency vs batch not drawn: {exc.message}")
+        return None
+    per_seq = row["kv_bytes_per_sequence_per_gpu"] / row["seq_len"] * isl if row["seq_len"] else 0
+    limit = row["num_blocks"] * row["block_bytes_per_gpu"] / per_seq if per_seq else None
+    rows = [{"batch": r["batch"], "context_tokens": r["context"], "decode_step_s": r["decode_step_s"],
+             "floor_decode_step_s": r["floor_decode_step_s"], "decode_tokens_per_s": r["decode_tokens_per_s"],
+             "bound": r["bound"]} for r in result.rows]
+    doc.charts.append(Chart(
+        "latency_vs_batch.png", "Decode latency vs batch",
+        f"Roofline decode step at context {format_tokens(isl)} tokens (kvplan.plans.latency) and its physical floor; "
+        f"the dotted line is about where the KV budget runs out at that context (~{limit:,.0f} sequences)."
+        if limit else "Roofline decode step and its physical floor.",
+        lambda p: _charts().latency_chart(p, [r["batch"] for r in rows], [r["decode_step_s"] for r in rows],
+                                          [r["floor_decode_step_s"] for r in rows],
+                                          [r["decode_tokens_per_s"] for r in rows], limit,
+                                          f"{card.name} on {context.hardware_card.name}, tp={e.tensor_parallel_size}")))
+    doc.assumptions.extend(result.assumptions)
+    return Table("latency_vs_batch.csv", "Decode latency vs batch", list(rows[0]), rows)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_document(doc: Document, directory: Path) -> list[Path]:
+    """Write report.md, the charts and the CSV tables into an existing (empty) directory."""
+    written = []
+    for chart in doc.charts:
+        chart.draw(directory / chart.name)
+        written.append(directory / chart.name)
+    for table in doc.tables:
+        (directory / table.name).write_text(table.csv(), encoding="utf-8")
+        written.append(directory / table.name)
+    (directory / "report.md").write_text(doc.markdown(), encoding="utf-8")
+    written.append(directory / "report.md")
+    return written
+
+
+def replace_directory(target: Path, fill, *, force: bool = False) -> None:
+    """Build ``target`` in a temporary sibling with ``fill(path)``, then rename it into place."""
+    target = Path(target)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.exists() and not force:
+        raise InputError(f"'{target}' already exists", "pass --force to replace it, or choose another --out")
+    if target.exists() and not target.is_dir():
+        raise InputError(f"'{target}' exists and is not a directory", "choose another --out")
+    if not parent.is_dir():
+        raise InputError(f"cannot write '{target}': no directory '{parent}'", "create the parent directory first")
+    try:
+        staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".tmp"))
+    except OSError as exc:
+        raise InputError(f"cannot write '{target}': {exc.strerror}", "choose a writable --out") from None
+    try:
+        fill(staging)
+        os.chmod(staging, 0o755)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".old"))
+            os.replace(target, old / target.name)
+            try:
+                os.replace(staging, target)
+            except OSError:
+                os.replace(old / target.name, target)  # put the old report back
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, target)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InputError(f"cannot write '{target}': {exc.strerror or exc}", "choose a writable --out") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def report(plan: str | Path | PlanFile, out: str | Path, *, force: bool = False,
+           cards: tuple[Path, ...] = ()) -> Document:
+    """Evaluate ``plan`` and write its report directory ``out`` (whole or not at all)."""
+    planfile = plan if isinstance(plan, PlanFile) else load_plan(plan)
+    out = Path(out)
+    if out.exists() and not force:  # refuse before any work
+        raise InputError(f"'{out}' already exists", "pass --force to replace it, or choose another --out")
+    doc = build_document(planfile, cards)
+    replace_directory(out, lambda d: write_document(doc, d), force=force)
+    return doc
+
+
+__all__ = ["Document", "build_document", "replace_directory", "report", "write_document"]
