@@ -542,8 +542,9 @@ def mean_over_output(step_fn, prompt_tokens, output_tokens, *, samples: int = 65
 
     The first token comes with the first step after the prefill (counted in TTFT); step j
     (j = 1 … O−1) attends S + j tokens and emits token j + 1, so the mean TPOT averages these
-    O − 1 steps at their own context — not every step at the final length. With O − 1 ≤ ``samples`` steps every step is evaluated (exact). Beyond that
-    the mean is the trapezoidal average over ``samples`` evenly spaced contexts, which is exact
+    O − 1 steps at their own context — not every step at the final length. With O − 1 ≤
+    ``samples`` steps every step is evaluated (exact). Beyond that the mean is the trapezoidal
+    average over ``samples`` evenly spaced contexts, which is exact
     when step time is affine in the context over the range (memory-bound or compute-bound
     throughout, no window edge inside) and otherwise errs only around the one or two kinks
     (memory → compute crossover, a sliding window filling up): below 0.1 % in the tests.

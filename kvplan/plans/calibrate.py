@@ -265,10 +265,12 @@ def calibrate(
         "bound": str(fit.bound[i]), "eta_mem": fit.eta_mem, "eta_flops": fit.eta_flops,
         "step_overhead_s": fit.step_overhead_s,
     } for i, d in enumerate(data)]
-    kept = [k for k in ("eta_mem", "eta_flops", "step_overhead_s") if k not in fit.fitted]
-    for k in kept:
-        notes.append(f"{k} not determined by the measurements (no row binds on it): kept at "
-                     f"{getattr(fit, k):.4g}; add {'compute-bound (large-batch or prefill)' if k == 'eta_flops' else 'memory-bound (small-batch decode)' if k == 'eta_mem' else 'rows at two or more batch sizes'} rows")
+    wanted = {"eta_mem": "memory-bound (small-batch decode) rows", "eta_flops": "compute-bound (large-batch or "
+              "prefill) rows", "step_overhead_s": "rows at two or more batch sizes or contexts"}
+    for k in ("eta_mem", "eta_flops", "step_overhead_s"):
+        if k not in fit.fitted:
+            notes.append(f"{k} not determined by the measurements (no row binds on it): kept at "
+                         f"{getattr(fit, k):.4g}; add {wanted[k]}")
     verdict = (f"fitted η_mem = {fit.eta_mem:.4f}, η_flops = {fit.eta_flops:.4f}, step overhead = "
                f"{format_seconds(fit.step_overhead_s)} on {len(data)} rows; RMS relative error {rms:.2%}")
     explain = [
