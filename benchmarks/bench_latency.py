@@ -5,7 +5,7 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 
 1. Decode step over a (batch, context, TP) grid of 256 × 1,024 × 4 = 1,048,576 points, one
    vectorised call per model (TP varies inside the arrays; KV layouts resolve once per TP value).
-2. Whole requests (prefill + first token, mean TPOT over the output, end to end) over a
+2. Whole requests (TTFT = prefill + first decode step, mean TPOT over the output, end to end) over a
    (batch, ISL, OSL, TP) grid of 65,536 points: each point integrates its output over 65 contexts.
 3. The ``latency`` plan end to end (cards, rows, explain) for a 3 × 3 × 3 × 2 product.
 """
@@ -60,7 +60,7 @@ def bench_requests(name: str) -> None:
     b, s, o, t = (x.ravel() for x in (b, s, o, t))
 
     def run():
-        ttft = prefill(cost, H200, b, s, tp=t).time_s
+        ttft = prefill(cost, H200, b, s, tp=t).time_s + decode_step(cost, H200, b, s, tp=t).time_s
         tpot = mean_over_output(lambda c: decode_step(cost, H200, b[:, None], c, tp=t[:, None]).time_s, s, o)
         return ttft + (o - 1) * tpot
 

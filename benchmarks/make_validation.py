@@ -84,7 +84,7 @@ def published_section() -> tuple[str, Tally]:
         verdict = "agrees" if ok else ("**source is wrong** (see note)" if not f.agrees else "**disagrees**")
         lines.append(f"| [{f.key}]({f.source}) | {f.model} | {_cell(f.quantity)} | {_number(f.published, f.unit)} | "
                      f"{_number(value, f.unit)} | {_error(value - f.published, f.published, f.unit)} | {verdict} |")
-    lines += ["", "Quoted figures and notes:", ""]
+    lines += ["", "Figures as the sources print them (table rows transcribed), with notes:", ""]
     for f in published.FIGURES:
         note = f" — {f.note}" if f.note else ""
         lines.append(f"- `{f.key}`: “{f.quote}” ({f.source}){note}")

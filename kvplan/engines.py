@@ -12,7 +12,8 @@ vllm       total × util − weights − act − non-torch     0.90      16     
            − cudagraph (vllm/v1/worker/gpu_worker.py)
 sglang     fraction × total − weights (no profiling)    derived   1      latent, per rank
 trtllm     fraction × (total − weights − act − other)   0.90      32     latent, K-only
-hf         everything left after weights (DynamicCache) —         —      decompressed K/V
+hf         everything left after weights (DynamicCache) —         —      latent (transformers ≥ 5)
+hf4        as hf, for transformers 4.x                  —         —      decompressed K/V
 ideal      total × util − weights                       0.90      —      latent
 =========  ===========================================  ========  =====  =================
 """
@@ -46,6 +47,9 @@ class EngineProfile:
     recurrent_state_fp32: bool
     default_utilization: float | None
     source: str
+    transformers: bool = False          # runs the checkpoint's own dtype, one device
+    expands_grouped_kv: tuple[str, ...] = ()  # families whose K/V are broadcast to every query head
+    conv_state_full_kernel: bool = False  # linear layers keep conv_kernel (not kernel − 1) columns
 
 
 PROFILES: dict[str, EngineProfile] = {
@@ -67,11 +71,26 @@ PROFILES: dict[str, EngineProfile] = {
         recurrent_state_fp32=False, default_utilization=0.9,
         source="tensorrt_llm/llmapi/llm_args.py (KvCacheConfig); tensorrt_llm/_torch/pyexecutor/_util.py",
     ),
+    # transformers 5.x, measured with 5.24 (tests/validation): MLA caches the compressed latent
+    # (modeling_deepseek_v3.py: "Cache read / write is performed while latent KV is still
+    # compressed"); Falcon's new decoder architecture broadcasts K/V to every query head before
+    # caching (modeling_falcon.py: _split_heads); Qwen3-Next keeps the whole conv kernel and an
+    # fp32 recurrent state (cache_utils.py, modeling_qwen3_next.py).
     "hf": EngineProfile(
-        name="hf", budget="all_free", block_size=None, mla_decompressed=True,
+        name="hf", budget="all_free", block_size=None, mla_decompressed=False,
         shards_heads=False, sliding_retained="window_minus_one", sliding_extra_pages=0,
-        recurrent_state_fp32=False, default_utilization=None,
-        source="transformers src/transformers/cache_utils.py (DynamicCache); modeling_deepseek_v3.py",
+        recurrent_state_fp32=True, default_utilization=None,
+        source="transformers 5.x: cache_utils.py (DynamicCache), modeling_deepseek_v3.py, modeling_falcon.py",
+        transformers=True, expands_grouped_kv=("falcon",), conv_state_full_kernel=True,
+    ),
+    # transformers 4.x: DeepseekV3Attention expanded the latent through kv_b_proj and cached
+    # K [B, heads, S, qk_nope + qk_rope] and V [B, heads, S, v_head_dim] (ENGINES.md §4).
+    "hf4": EngineProfile(
+        name="hf4", budget="all_free", block_size=None, mla_decompressed=True,
+        shards_heads=False, sliding_retained="window_minus_one", sliding_extra_pages=0,
+        recurrent_state_fp32=True, default_utilization=None,
+        source="transformers 4.x: models/deepseek_v3/modeling_deepseek_v3.py, cache_utils.py",
+        transformers=True, expands_grouped_kv=("falcon",), conv_state_full_kernel=True,
     ),
     "ideal": EngineProfile(
         name="ideal", budget="fraction_of_total", block_size=None, mla_decompressed=False,
@@ -95,7 +114,7 @@ def serving_dtype(model_dtype: str, engine: EngineProfile) -> str:
     ``_get_and_verify_dtype``; bf16 where supported) and SGLang/TensorRT-LLM do the same;
     transformers loads the checkpoint's own dtype.
     """
-    if model_dtype == "fp32" and engine.name != "hf":
+    if model_dtype == "fp32" and not engine.transformers:
         return "bf16"
     return model_dtype
 

@@ -30,7 +30,7 @@ import numpy as np
 from kvplan.calc.dtypes import MODEL_DTYPE_BYTES, KVFormat, kv_format
 from kvplan.cards.schema import LayerGroup, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, serving_dtype
-from kvplan.errors import InputError
+from kvplan.errors import InputError, MissingFigureError
 
 
 @dataclass(frozen=True)
@@ -166,12 +166,17 @@ def _group_layout(
         if fmt.mla_token_layer_bytes is not None:
             raise InputError(f"KV dtype {fmt.name} applies to MLA models only", "use fp8 for this model")
         dims = group.head_dim + group.v_dim
-        rank_heads = heads_per_rank(group.num_kv_heads, tp) if engine.shards_heads else group.num_kv_heads
-        logical = fmt.bytes_for(group.num_kv_heads * dims, group.num_kv_heads)
+        kv_heads = group.num_kv_heads
+        if card.family in engine.expands_grouped_kv and kv_heads > 1:
+            kv_heads = group.num_heads or card.num_attention_heads  # K/V broadcast before caching
+        rank_heads = heads_per_rank(kv_heads, tp) if engine.shards_heads else kv_heads
+        logical = fmt.bytes_for(kv_heads * dims, kv_heads)
         per_gpu = fmt.bytes_for(rank_heads * dims, rank_heads)
-        formula = f"{group.num_kv_heads} kv_heads × ({group.head_dim} + {group.v_dim}) × {fmt.element_bytes:g} B"
+        formula = f"{kv_heads} kv_heads × ({group.head_dim} + {group.v_dim}) × {fmt.element_bytes:g} B"
+        if kv_heads != group.num_kv_heads:
+            formula += f" ({engine.name} broadcasts the {group.num_kv_heads} KV heads to every query head)"
         if fmt.per_head_scale_bytes:
-            formula += f" + 2 × {group.num_kv_heads} × {fmt.per_head_scale_bytes:g} B scales"
+            formula += f" + 2 × {kv_heads} × {fmt.per_head_scale_bytes:g} B scales"
     elif group.kind == "mla" and engine.mla_decompressed:
         k_dim = group.qk_nope_head_dim + group.qk_rope_head_dim
         elements = group.num_heads * (k_dim + group.v_head_dim)
@@ -190,9 +195,16 @@ def _group_layout(
     else:  # linear attention / SSM: constant state
         logical = per_gpu = 0.0
         ssm_bytes = 4 if engine.recurrent_state_fp32 else model_bytes
-        state = group.conv_state_elements * model_bytes + group.recurrent_state_elements * ssm_bytes
+        conv = group.conv_state_elements
+        if engine.conv_state_full_kernel:
+            if group.conv_kernel is None:
+                raise MissingFigureError(
+                    f"{card.name}: the '{engine.name}' profile needs layer_groups conv_kernel "
+                    "(it keeps the whole kernel of conv state)", "add conv_kernel to the card")
+            conv = conv // (group.conv_kernel - 1) * group.conv_kernel
+        state = conv * model_bytes + group.recurrent_state_elements * ssm_bytes
         state_gpu = state / tp if engine.shards_heads else state
-        formula = (f"{group.conv_state_elements} conv × {model_bytes} B + "
+        formula = (f"{conv} conv × {model_bytes} B + "
                    f"{group.recurrent_state_elements} recurrent × {ssm_bytes} B per sequence")
     return GroupLayout(
         kind=group.kind, layers=group.count, layers_per_gpu=layers_per_gpu,

@@ -273,7 +273,8 @@ def model_cost(
         num_experts=moe.num_experts if moe else 0, experts_per_token=top_k,
         dense_params_per_token=float(other), routed_params_per_token=float(moe_layers * top_k * expert_params),
         lm_head_params=float(lm_head_params),
-        groups=tuple(_attention_group(card, g, engine.mla_decompressed) for g in card.layer_groups),
+        groups=tuple(_attention_group(card, g, engine.mla_decompressed or engine.transformers)
+                     for g in card.layer_groups),
         layouts=layouts,
     )
 

@@ -78,6 +78,7 @@ def _groups(cfg: dict, n_layers: int, heads: int, kv_heads: int, head_dim: int) 
             groups.append({
                 "kind": "linear", "count": count,
                 "conv_state_elements": (2 * key_dim + value_dim) * (cfg["linear_conv_kernel_dim"] - 1),
+                "conv_kernel": cfg["linear_conv_kernel_dim"],
                 "recurrent_state_elements": cfg["linear_num_value_heads"] * cfg["linear_key_head_dim"]
                 * cfg["linear_value_head_dim"],
             })
@@ -161,9 +162,12 @@ def card_dict_from_config(cfg: dict, name: str, source: str) -> dict:
                         "is this a Hugging Face decoder config.json?")
     kv_heads = _first(cfg, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
                       "num_attention_groups")
-    if kv_heads is None:
-        multi_query = cfg.get("multi_query") and not cfg.get("new_decoder_architecture")
-        kv_heads = 1 if multi_query else heads
+    if cfg.get("multi_query") and not cfg.get("new_decoder_architecture"):
+        # an old Falcon multi-query config has one KV head, whatever num_kv_heads says
+        # (transformers' FalconConfig writes num_kv_heads = num_attention_heads beside multi_query)
+        kv_heads = 1
+    elif kv_heads is None:
+        kv_heads = heads
     head_dim = cfg.get("head_dim") or hidden // heads
     card = {
         "name": name, "family": cfg.get("model_type", "unknown"),

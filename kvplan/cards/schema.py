@@ -86,7 +86,8 @@ class LayerGroup(StrictModel):
     kv_lora_rank: int | None = Field(default=None, gt=0)
     qk_rope_head_dim: int | None = Field(default=None, gt=0)
     qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    conv_state_elements: int | None = Field(default=None, ge=0)
+    conv_state_elements: int | None = Field(default=None, ge=0, description="conv_dim × (kernel − 1)")
+    conv_kernel: int | None = Field(default=None, gt=1, description="causal conv kernel width")
     recurrent_state_elements: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")

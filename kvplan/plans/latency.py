@@ -395,8 +395,8 @@ def _explain(card, cost, machine, row, pre, step, i) -> list[str]:
                f"[E(1−(1−k/E)^B), E={cost.num_experts}, k={cost.experts_per_token}] × "
                f"{format_bytes(cost.expert_weight_bytes)}")
     lines += [
-        f"  decode weights read = dense {format_bytes(cost.dense_weight_bytes)}{moe}, ÷ tp → "
-        f"{step.weight_bytes[i]:,.0f} B per GPU",
+        f"  decode weights read = dense {format_bytes(cost.dense_weight_bytes)}{moe}, "
+        f"{'÷ tp' if row['ep'] == 1 else 'dense replicated, experts ÷ ep'} → {step.weight_bytes[i]:,.0f} B per GPU",
         f"  decode KV read      = {row['batch']} seq × KV at {row['context']:,} tokens → {step.kv_bytes[i]:,.0f} B per GPU",
         f"  decode FLOPs        = batch × (2 × {cost.body_params_per_token:,.0f} params + 2 × "
         f"{cost.lm_head_params:,.0f} LM head + attention) → {step.flops[i]:.4g} per GPU",

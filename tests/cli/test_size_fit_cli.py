@@ -47,8 +47,8 @@ def test_cli_json_equals_library(invoke):
 
 
 def test_hf_engine_shows_decompressed_mla(invoke):
-    row = json_rows(invoke("size", "deepseek-v3", "--engine", "hf", "--seq", "1", "--format", "json"))[0]
-    assert row["kv_bytes_per_token"] == 4_997_120
+    rows = json_rows(invoke("size", "deepseek-v3", "--engine", "vllm,hf,hf4", "--seq", "1", "--format", "json"))
+    assert [r["kv_bytes_per_token"] for r in rows] == [70_272, 70_272, 4_997_120]
 
 
 def test_alias_works_where_name_does(invoke):

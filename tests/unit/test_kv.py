@@ -57,11 +57,22 @@ def test_mla_latent_replicated_on_every_rank(tp):
     assert lay.bytes_per_token_per_gpu == 70_272
 
 
-def test_hf_caches_decompressed_mla():
-    """transformers caches K [B,128,S,192] and V [B,128,S,128] per layer: 61 × 128 × 320 × 2 B."""
-    lay = layout("deepseek-v3", engine="hf")
+def test_transformers_4_cached_decompressed_mla():
+    """transformers 4.x cached K [B,128,S,192] and V [B,128,S,128] per layer: 61 × 128 × 320 × 2 B."""
+    lay = layout("deepseek-v3", engine="hf4")
     assert lay.bytes_per_token == 61 * 128 * (192 + 128) * 2 == 4_997_120
     assert round(lay.bytes_per_token / 70_272) == 71
+
+
+def test_transformers_5_caches_the_latent():
+    """transformers 5.x caches K [B,1,S,512] and V [B,1,S,64] (measured in tests/validation)."""
+    assert layout("deepseek-v3", engine="hf").bytes_per_token == 61 * (512 + 64) * 2 == 70_272
+
+
+def test_transformers_broadcasts_falcon_40b_kv_to_every_query_head():
+    """Falcon's new decoder architecture: _split_heads broadcasts 8 KV heads to the 128 query heads."""
+    assert layout("falcon-40b", engine="hf").bytes_per_token == 60 * 2 * 128 * 64 * 2
+    assert layout("falcon-40b", engine="vllm").bytes_per_token == 60 * 2 * 8 * 64 * 2
 
 
 def test_falcon_7b_multi_query_in_transformers():

@@ -1,0 +1,250 @@
+"""The PD planner's inputs, resolved once: workload bins, prefill and decode models, the transfer.
+
+Workload. ISL is kept as a discrete distribution of at most ``BINS`` values with weights: a fixed
+ISL is one value; a lognormal is cut at the midpoints of BINS equal-probability bins; a trace's
+prompts are sorted and averaged in BINS equal-count groups (the mean is kept exactly). OSL enters
+through its mean (decode time, Little's law) and its largest value (the longest request must fit).
+Arrival burstiness ca²: flags give ``arrival_cv²``; a trace gives the index of dispersion of its
+arrival counts in 60 s windows (Var/mean of counts → ca² for a renewal process), which, unlike
+the gaps' CV, does not count requests that share a timestamp tick as a burst.
+
+Prefill service of one prompt of S tokens with a cached prefix of n = ⌊F·S⌋ tokens (``F`` =
+``cached_prefix_fraction``): one forward pass over the S − n new tokens that reads the prefix KV
+once and attends causally over positions n+1 … S (:func:`kvplan.calc.roofline.forward_pass`);
+F = 0 is :func:`kvplan.calc.roofline.prefill` unchunked. The transfer still moves all S tokens.
+
+Decode step of a batch b: :func:`kvplan.calc.roofline.decode_step` at the mean context over a
+request's decode life, E[ISL] + E[OSL]/2, tabulated for b = 1 … the engine cap; KV per request
+(per GPU, paged as the engine stores it) at that context; the budget per GPU from
+:func:`kvplan.plans.fit.fit` (the engine's start-up rule).
+
+Transfer of one request P→D: bytes = the decode instance's KV of its S tokens
+(per-GPU bytes × decode TP: with head replication every receiving rank needs its copy);
+links in parallel n = min(prefill TP, decode TP) (each sending rank drives its own link, each
+receiving rank takes one); time = latency + bytes / (n × effective bandwidth per GPU), and the
+part TTFT sees is :func:`kvplan.calc.transfer.exposed_transfer_s` (layer-wise overlap).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvplan.calc.kv import check_parallel, kv_layout
+from kvplan.calc.roofline import ModelCost, decode_step, forward_pass
+from kvplan.calc.transfer import exposed_transfer_s
+from kvplan.errors import InputError, KvplanError
+from kvplan.workload.synthetic import Fixed, LogNormal, parse_length
+from kvplan.workload.traces import Trace
+
+BINS = 200
+DISPERSION_WINDOW_S = 60.0
+
+
+@dataclass(frozen=True)
+class PDWorkload:
+    """Arrival rate and burstiness, ISL bins with weights, OSL mean and maximum."""
+
+    rate_per_s: float
+    arrival_scv: float
+    isl: np.ndarray
+    weights: np.ndarray
+    osl_mean: float
+    osl_max: float
+    isl_max: float
+    source: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def isl_mean(self) -> float:
+        return float((self.isl * self.weights).sum())
+
+    def isl_quantile(self, q: float) -> float:
+        order = np.argsort(self.isl)
+        cdf = np.cumsum(self.weights[order])
+        return float(self.isl[order][min(int(np.searchsorted(cdf, q - 1e-12)), self.isl.size - 1)])
+
+    def scaled(self, *, isl: float = 1.0, osl: float = 1.0, rate: float = 1.0) -> PDWorkload:
+        return PDWorkload(self.rate_per_s * rate, self.arrival_scv, np.maximum(1.0, np.round(self.isl * isl)),
+                          self.weights, self.osl_mean * osl, self.osl_max * osl, self.isl_max * isl,
+                          self.source, self.notes)
+
+
+def workload_from_inputs(qps: float | None, isl, osl, arrival_cv: float | None, trace: Trace | None) -> PDWorkload:
+    """Flags (``qps``, ISL/OSL as ``8k`` or ``mean=…,p99=…``) or a trace, as a :class:`PDWorkload`."""
+    if trace is not None:
+        return _from_trace(trace, qps, arrival_cv)
+    if qps is None or isl is None or osl is None:
+        raise InputError("no workload: give --qps, --isl and --osl, or --trace FILE",
+                         "e.g. --qps 10 --isl 8k --osl 256")
+    if not qps > 0 or not math.isfinite(qps):
+        raise InputError(f"--qps must be > 0 (got {qps})", "requests per second, e.g. --qps 10")
+    cv = 1.0 if arrival_cv is None else arrival_cv
+    if not cv > 0:
+        raise InputError(f"--arrival-cv must be > 0 (got {cv})", "1 is Poisson")
+    isl_dist, osl_dist = _length(isl), _length(osl)
+    if isinstance(isl_dist, Fixed):
+        values, weights = np.array([isl_dist.value]), np.array([1.0])
+    else:
+        values = np.array([isl_dist.quantile((i + 0.5) / BINS) for i in range(BINS)])
+        weights = np.full(BINS, 1.0 / BINS)
+    values = np.maximum(1.0, np.round(values))
+    osl_max = osl_dist.value if isinstance(osl_dist, Fixed) else osl_dist.quantile(0.999)
+    return PDWorkload(float(qps), cv * cv, values, weights, float(osl_dist.mean), float(round(osl_max)),
+                      float(values.max()), "flags")
+
+
+def _length(value):
+    if isinstance(value, (Fixed, LogNormal)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        if value < 1:
+            raise InputError(f"token count must be > 0 (got {value})", "write tokens as 8192 or 8k")
+        return Fixed(value=float(value))
+    return parse_length(str(value))
+
+
+def _from_trace(trace: Trace, qps: float | None, arrival_cv: float | None) -> PDWorkload:
+    if trace.requests < 2:
+        raise InputError(f"trace '{trace.source}' has {trace.requests} request(s); a rate needs at least 2",
+                         "point --trace at a trace with requests")
+    span = float(trace.arrival_s[-1] - trace.arrival_s[0])
+    if span <= 0:
+        raise InputError(f"trace '{trace.source}': every request arrives at once, so it has no rate",
+                         "pass --qps to give the rate")
+    rate = qps if qps is not None else (trace.requests - 1) / span
+    notes = [f"workload from {trace.source}: {trace.requests:,} requests over {span:,.0f} s"]
+    if arrival_cv is not None:
+        scv = arrival_cv**2
+    elif span >= 10 * DISPERSION_WINDOW_S:
+        counts = np.bincount(((trace.arrival_s - trace.arrival_s[0]) // DISPERSION_WINDOW_S).astype(np.int64))[:-1]
+        scv = float(counts.var() / counts.mean())
+        notes.append(f"arrival burstiness ca² = {scv:.2f}: index of dispersion of arrivals per "
+                     f"{DISPERSION_WINDOW_S:g} s (pass --arrival-cv to override)")
+    else:
+        gaps = np.diff(trace.arrival_s)
+        scv = float(gaps.var() / gaps.mean() ** 2)
+        notes.append(f"arrival burstiness ca² = {scv:.2f} from the inter-arrival gaps (short trace)")
+    if qps is not None:
+        notes.append(f"rate {qps:g} req/s given (--qps); the trace's lengths are used")
+    isl = np.sort(trace.isl.astype(np.float64))
+    if np.unique(isl).size <= BINS:
+        values, counts = np.unique(isl, return_counts=True)
+        weights = counts / counts.sum()
+    else:
+        groups = np.array_split(isl, BINS)
+        values = np.array([g.mean() for g in groups])
+        weights = np.array([g.size for g in groups], dtype=np.float64) / isl.size
+    return PDWorkload(float(rate), scv, values, weights, float(trace.osl.mean()), float(trace.osl.max()),
+                      float(isl.max()), str(trace.source), tuple(notes))
+
+
+# --------------------------------------------------------------------------- per-side models
+
+
+@dataclass
+class PrefillModel:
+    """One prefill instance of ``tp`` GPUs: service time per ISL bin and its KV budget per GPU."""
+
+    tp: int
+    service_s: np.ndarray
+    weights: np.ndarray
+    kv_budget_bytes_per_gpu: float
+    weights_bytes_per_gpu: float
+    prompt_fits: bool
+
+    @property
+    def mean_s(self) -> float:
+        return float((self.service_s * self.weights).sum())
+
+    @property
+    def scv(self) -> float:
+        second = float((self.service_s**2 * self.weights).sum())
+        return max(second / self.mean_s**2 - 1.0, 0.0)
+
+
+@dataclass
+class DecodeModel:
+    """One decode instance of ``tp`` GPUs: step time per batch, KV per request, KV budget per GPU."""
+
+    tp: int
+    batch: np.ndarray          # 1 … batch cap
+    step_s: np.ndarray
+    kv_budget_bytes_per_gpu: float
+    weights_bytes_per_gpu: float
+    kv_request_bytes_per_gpu: float     # mean over a request's decode life
+    kv_longest_bytes_per_gpu: float     # the longest request at its last token
+    receive_bytes_per_gpu: np.ndarray   # per ISL bin: what one request lands on each GPU
+    context: float
+    max_num_seqs: int
+
+    def step_at(self, b) -> np.ndarray:
+        """Step time at a (continuous) batch b: linear between the tabulated integers, T(1) below 1."""
+        return np.interp(np.maximum(b, 1.0), self.batch, self.step_s)
+
+    @property
+    def batch_cap(self) -> float:
+        return float(self.batch[-1])
+
+
+@dataclass
+class TransferModel:
+    """P→D transfer per ISL bin for one (prefill TP, decode TP) pair over one path."""
+
+    bytes: np.ndarray          # per request, into the decode instance (all its GPUs)
+    links: int                 # n = min(tp_p, tp_d)
+    link_bytes_per_s: float    # effective, per GPU
+    latency_s: float
+    transfer_s: np.ndarray     # latency + bytes / (n × bandwidth)
+    exposed_s: np.ndarray      # not hidden behind prefill
+    notes: tuple[str, ...] = field(default=())
+
+
+def prefill_service_s(cost: ModelCost, machine, isl, cached_fraction: float, tp: int) -> np.ndarray:
+    """Prefill time of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each)."""
+    s = np.asarray(isl, dtype=np.float64)
+    cached = np.floor(cached_fraction * s)
+    cached = np.minimum(cached, s - 1)
+    new = s - cached
+    kv = new * cost.kv_token_bytes(tp) + cost.kv_sequence_bytes(cached, tp) * (cached > 0)
+    attention = cost.prefill_attention_flops(cached, s)
+    return forward_pass(cost, machine, tokens=new, kv_bytes=kv, attention_flops=attention, lm_head_rows=1,
+                        tp=tp).time_s
+
+
+def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: int) -> tuple[np.ndarray, np.ndarray]:
+    batch = np.arange(1, max(batch_cap, 1) + 1, dtype=np.float64)
+    return batch, decode_step(cost, machine, batch, context, tp=tp).time_s
+
+
+def transfer_model(receive_bytes_per_gpu: np.ndarray, decode_tp: int, prefill_tp: int, prefill_s: np.ndarray,
+                   layers: float, link_bytes_per_s: float, latency_s: float) -> TransferModel:
+    """Bytes, time and exposed time of one P→D transfer per ISL bin (see the module docstring)."""
+    total = receive_bytes_per_gpu * decode_tp
+    links = min(prefill_tp, decode_tp)
+    moving = total / (links * link_bytes_per_s)
+    exposed = exposed_transfer_s(moving, prefill_s, layers, latency_s)
+    return TransferModel(total, links, link_bytes_per_s, latency_s, latency_s + moving, exposed)
+
+
+def valid_tps(card, tps, domain: float, side: str) -> tuple[list[int], list[str]]:
+    """TP sizes the model's heads allow and the scale-up domain holds; the rest are dropped with a note."""
+    ok, notes = [], []
+    for t in tps:
+        try:
+            check_parallel(card, int(t), 1)
+        except KvplanError as exc:
+            notes.append(f"{side} tp={t} skipped: {exc.message}")
+            continue
+        if t > domain:
+            notes.append(f"{side} tp={t} skipped: larger than the scale-up domain ({domain:g} GPUs)")
+            continue
+        ok.append(int(t))
+    return ok, notes
+
+
+def receive_bytes(card, engine, kv_dtype: str, tp: int, isl) -> np.ndarray:
+    """KV of ``isl`` tokens on one decode GPU, as the engine stores it (paged)."""
+    return kv_layout(card, engine, kv_dtype, tp).sequence_bytes(isl, per_gpu=True)

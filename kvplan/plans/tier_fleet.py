@@ -1,0 +1,119 @@
+"""How many instances serve the workload, and how much decode KV they hold (Little's law).
+
+Every instance (``tp`` GPUs) serves ``λ / I`` requests per second, interleaving prefills and decode
+steps (continuous batching, aggregated serving). Per instance:
+
+    prefill load   ρ_p = (λ / I) × E[prefill_s(ISL)]                  (share of time spent prefilling)
+    decode batch   B   = (λ / I) × (E[OSL] − 1) × TPOT                 (Little's law: sequences decoding)
+    TPOT           = step(B, L̄) / (1 − ρ_p)                            (decode runs between prefills)
+
+with ``step(B, L̄)`` the roofline decode step of B sequences at the mean decode context
+``L̄ = E[ISL] + E[OSL]/2``. Since step(B) grows with B, ``B_{k+1} = (λ/I)(E[OSL]−1) step(B_k)/(1−ρ_p)``
+from ``B_0 = 0`` rises monotonically to the smallest fixed point, or diverges when the instance
+cannot keep up. Without ``nodes`` the fleet is the fewest whole nodes for which ``ρ_p < 1`` and
+the fixed point exists: a stability bound, not an SLO (TTFT/TPOT percentiles are the PD
+planner's job).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.calc.roofline import Machine, ModelCost, decode_step
+from kvplan.calc.tiering import recompute_s
+from kvplan.errors import InfeasibleError, InputError
+
+MAX_NODES = 4096
+MAX_BATCH = 1e6
+
+
+@dataclass(frozen=True)
+class Fleet:
+    nodes: int
+    accelerators_per_node: int
+    tp: int
+    instances: int
+    rate_per_s: float
+    mean_prefill_s: float
+    prefill_load: float
+    decode_batch: float
+    decode_step_s: float
+    tpot_s: float
+    decode_context: float
+    auto: bool
+
+    @property
+    def gpus(self) -> int:
+        return self.instances * self.tp
+
+
+def decode_fixed_point(cost: ModelCost, machine: Machine, arrivals_per_s: float, decode_steps: float,
+                       context: float, prefill_load: float, *, tp: int, overlap_comm: bool = False,
+                       iterations: int = 100) -> tuple[float, float] | None:
+    """(B, step_s) with ``B = x × step(B)``, ``x = arrivals × steps / (1 − ρ_p)``; None when no B solves it.
+
+    Newton's method on ``g(B) = x step(B) − B`` from ``B = 0`` (g(0) > 0). The step is a sum of
+    rooflines, piecewise linear and convex in B, so Newton climbs monotonically to the smallest
+    root; a slope ``x step'(B) ≥ 1`` on the way means the batch outgrows the steps (no root).
+    """
+    if prefill_load >= 1:
+        return None
+    x = arrivals_per_s * max(decode_steps, 0.0) / (1.0 - prefill_load)
+
+    def step_at(batch):
+        return decode_step(cost, machine, np.asarray(batch, dtype=np.float64), context, tp=tp,
+                           overlap_comm=overlap_comm).time_s
+
+    if x == 0:
+        return 0.0, float(step_at(1.0))
+    batch = 0.0
+    for _ in range(iterations):
+        h = max(1e-3, 1e-6 * batch)
+        s, s_h = step_at([batch, batch + h])
+        g = x * s - batch
+        slope = x * (s_h - s) / h - 1.0
+        if abs(g) <= 1e-9 * max(batch, 1.0):
+            return batch, float(s)
+        if slope >= 0:
+            return None
+        batch = batch - g / slope
+        if batch > MAX_BATCH:
+            return None
+    return None
+
+
+def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_node: int, rate_per_s: float,
+               isl_samples: np.ndarray, osl_mean: float, nodes: int | None = None,
+               overlap_comm: bool = False) -> Fleet:
+    """Instances, prefill load and decode batch for ``nodes`` nodes (or the fewest stable ones)."""
+    if accelerators_per_node % tp:
+        raise InputError(f"--tp {tp} does not divide the system's {accelerators_per_node} accelerators",
+                         "choose a tp that divides them (one or more instances per node)")
+    if nodes is not None and nodes < 1:
+        raise InputError(f"--nodes must be >= 1 (got {nodes})")
+    mean_prefill = float(np.mean(recompute_s(cost, machine, isl_samples, tp=tp, overlap_comm=overlap_comm)))
+    context = float(np.mean(isl_samples)) + osl_mean / 2
+    per_node = accelerators_per_node // tp
+    candidates = [nodes] if nodes is not None else range(
+        max(1, math.ceil(rate_per_s * mean_prefill / per_node)), MAX_NODES + 1)
+    for n in candidates:
+        instances = n * per_node
+        load = rate_per_s * mean_prefill / instances
+        point = decode_fixed_point(cost, machine, rate_per_s / instances, osl_mean - 1, context, load, tp=tp,
+                                   overlap_comm=overlap_comm)
+        if point is not None:
+            batch, step = point
+            return Fleet(n, accelerators_per_node, tp, instances, rate_per_s, mean_prefill, load, batch, step,
+                         step / (1 - load), context, nodes is None)
+    if nodes is not None:
+        load = rate_per_s * mean_prefill / (nodes * per_node)
+        raise InfeasibleError(
+            f"{nodes} node(s) of {per_node} instance(s) cannot keep up with {rate_per_s:.3g} req/s: prefill alone "
+            f"keeps each instance busy {load:.0%} of the time" + ("" if load >= 1 else
+                                                                  " and the decode batch grows without bound"),
+            "add --nodes, or omit it to size the fleet")
+    raise InfeasibleError(f"no fleet of up to {MAX_NODES} nodes keeps up with {rate_per_s:.3g} req/s",
+                          "lower the rate or check the workload")

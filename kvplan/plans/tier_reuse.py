@@ -1,0 +1,109 @@
+"""Where a tier plan's reuse comes from: a trace with ``hash_ids``, or a flag-defined workload.
+
+A trace gives the requests as they came. Flags (rate, ISL/OSL, turns, think time, shared system
+prompt) give a :class:`kvplan.workload.synthetic.Workload`, sampled into a trace with Mooncake-style
+block ids (:mod:`kvplan.workload.sampling`), so both paths share the exact LRU machinery of
+:mod:`kvplan.workload.reuse`.
+
+Little's law for the capacity that holds reusable KV until it is reused (L = λW):
+
+- trace: every reuse of a block ``b`` at time ``t`` after its previous use at ``p`` kept ``b`` for
+  ``t − p``; the mean number of blocks waiting for their next use is ``Σ (t − p) / duration``, and
+  the tokens are that × block size (the capacity an oracle would need; LRU needs somewhat more).
+- flags: shared prefix ``S`` (held once) + sessions between turns × their history:
+  ``S + λ_sessions (T − 1) θ × T/2 (μN + μO)`` (:meth:`Workload.session_cache_tokens_mean`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.errors import InputError
+from kvplan.workload.reuse import ReuseProfile, reuse_profile
+from kvplan.workload.summary import interarrival_stats
+from kvplan.workload.synthetic import Workload
+from kvplan.workload.traces import Trace, read_trace
+
+
+@dataclass(frozen=True, eq=False)
+class ReuseInput:
+    """Requests with prompt blocks, their arrival rate, and the reuse profile over them."""
+
+    trace: Trace
+    profile: ReuseProfile
+    rate_per_s: float
+    label: str
+    littles_law_tokens: float
+    littles_law_basis: str
+    spec: Workload | None = None
+
+    @property
+    def block_tokens(self) -> int:
+        return self.trace.block_tokens
+
+    @property
+    def block_access_rate_per_s(self) -> float:
+        return self.rate_per_s * self.trace.block_ids.size / max(self.trace.requests, 1)
+
+
+def from_trace(trace: str | Path | Trace, *, trace_format: str = "auto") -> ReuseInput:
+    """A Mooncake-style trace; without ``hash_ids`` reuse cannot be measured (one clear error)."""
+    if not isinstance(trace, Trace):
+        trace = read_trace(trace, trace_format=trace_format)
+    name = Path(trace.source).name or trace.source
+    if not trace.has_blocks:
+        raise InputError(
+            f"{name}: reuse needs hash_ids (ids of each prompt's 512-token blocks), and this "
+            f"{trace.trace_format or 'trace'} trace has none (its rows carry lengths only)",
+            "give a Mooncake-style JSONL trace with hash_ids, or describe the reuse with flags: "
+            "--qps --isl --osl --turns --think-time --system-prompt-tokens")
+    if trace.requests < 2:
+        raise InputError(f"{name}: a tier plan needs at least 2 requests to measure a rate (got {trace.requests})")
+    rate, _ = interarrival_stats(trace.arrival_s)
+    if rate is None:
+        raise InputError(f"{name}: every request has the same timestamp, so the arrival rate is undefined",
+                         "use a trace with arrival times")
+    profile = reuse_profile(trace)
+    duration = float(trace.arrival_s[-1] - trace.arrival_s[0])
+    held = reuse_holding_blocks(trace) * trace.block_tokens if duration > 0 else 0.0
+    return ReuseInput(trace, profile, rate, f"{name} ({trace.requests:,} requests)", held,
+                      "Σ reuse intervals / duration × block tokens (from the trace)")
+
+
+def from_workload(spec: Workload, *, sample_requests: int = 50_000, seed: int = 0) -> ReuseInput:
+    """A flag-defined workload, sampled (seeded) into a trace with block ids."""
+    if sample_requests < 2:
+        raise InputError(f"--sample must be >= 2 (got {sample_requests})")
+    trace = spec.sample(sample_requests, seed)
+    held = spec.shared_prefix_tokens + spec.session_cache_tokens_mean()
+    label = (f"flags: {spec.rate_per_s:g} req/s, {spec.turns} turn(s), think {spec.think_time_s:g} s, "
+             f"shared prefix {spec.shared_prefix_tokens:,} tokens ({sample_requests:,} sampled requests, seed {seed})")
+    return ReuseInput(trace, reuse_profile(trace), spec.rate_per_s, label, float(held),
+                      "S + λ_sessions (T − 1) θ × T/2 (μN + μO) (closed form)", spec)
+
+
+def reuse_holding_blocks(trace: Trace) -> float:
+    """Little's law over block reuses: ``Σ (t_next − t) / duration`` blocks held until their next use."""
+    ids, offsets = trace.block_ids, trace.block_offsets
+    if ids.size < 2:
+        return 0.0
+    times = np.repeat(trace.arrival_s, np.diff(offsets))
+    order = np.argsort(ids, kind="stable")
+    same = ids[order[1:]] == ids[order[:-1]]
+    gaps = times[order[1:]][same] - times[order[:-1]][same]
+    duration = float(trace.arrival_s[-1] - trace.arrival_s[0])
+    return float(gaps.sum() / duration) if duration > 0 else 0.0
+
+
+def request_hit_blocks(reuse: ReuseInput, capacity_blocks) -> np.ndarray:
+    """Prefix-hit blocks of every request for each LRU capacity: shape (capacities, requests)."""
+    trace, profile = reuse.trace, reuse.profile
+    caps = np.minimum(np.asarray(capacity_blocks, dtype=np.int64), profile.accesses)  # first touches never hit
+    request = np.repeat(np.arange(trace.requests), np.diff(trace.block_offsets))
+    out = np.empty((caps.size, trace.requests))
+    for i, c in enumerate(caps):
+        out[i] = np.bincount(request, weights=profile.prefix_distance < c, minlength=trace.requests)
+    return out
