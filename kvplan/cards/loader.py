@@ -119,36 +119,35 @@ def find_card(kind: str, name: str, extra: tuple[Path, ...] = ()) -> Path:
     raise UnknownCardError(kind, name, ordered)
 
 
+def _load(kind: str, name_or_path: str, extra: tuple[Path, ...]):
+    """A card of ``kind`` by name, alias or path to a YAML file."""
+    schema = KINDS[kind][1]
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise InputError(f"no card file at '{name_or_path}'", "check the path")
+        return parse_card(path, schema)
+    return parse_card(find_card(kind, name_or_path, extra), schema)
+
+
 def load_model(name_or_path: str, extra: tuple[Path, ...] = ()) -> ModelCard:
     """A model card by name, alias, card path or Hugging Face ``config.json`` path."""
     path = Path(name_or_path)
-    if path.suffix == ".json" or (path.is_file() and path.suffix != ".yaml"):
+    if path.suffix == ".json" or (path.is_file() and path.suffix not in (".yaml", ".yml")):
         from kvplan.cards.hf_import import card_from_config_file
 
         return card_from_config_file(path)
-    if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
-            raise InputError(f"no card file at '{name_or_path}'", "check the path")
-        return parse_card(path, ModelCard)
-    return parse_card(find_card("model", name_or_path, extra), ModelCard)
+    return _load("model", name_or_path, extra)
 
 
 def load_hardware(name_or_path: str, extra: tuple[Path, ...] = ()) -> HardwareCard:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
-            raise InputError(f"no card file at '{name_or_path}'", "check the path")
-        return parse_card(path, HardwareCard)
-    return parse_card(find_card("hardware", name_or_path, extra), HardwareCard)
+    """A hardware card by name, alias or YAML path."""
+    return _load("hardware", name_or_path, extra)
 
 
 def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
-            raise InputError(f"no card file at '{name_or_path}'", "check the path")
-        return parse_card(path, SystemCard)
-    return parse_card(find_card("system", name_or_path, extra), SystemCard)
+    """A system card by name, alias or YAML path."""
+    return _load("system", name_or_path, extra)
 
 
 def read_json(path: Path) -> dict:
