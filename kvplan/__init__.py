@@ -6,6 +6,7 @@ The public library surface (each CLI command has one of these as its Python equi
     kvplan.size("llama-3.1-70b", seq=131072, batch=[1, 4])       # -> Result
     kvplan.fit("llama-3.1-70b", "h100-sxm", seq=131072, tp=8)
     kvplan.load_model("deepseek-v3"); kvplan.load_hardware("h200")
+    kvplan.plan_aggregated(card, hw, workload, slos, shape)       # -> FleetPlan (kvplan plan)
 
 Names resolve lazily so that ``import kvplan`` stays cheap.
 """
@@ -25,6 +26,9 @@ _EXPORTS = {
     "load_system": "kvplan.cards.loader",
     "kv_layout": "kvplan.calc.kv",
     "get_profile": "kvplan.engines",
+    "plan": "kvplan.plans.plan",
+    "plan_aggregated": "kvplan.plans.fleet",
+    "FleetPlan": "kvplan.plans.fleet",
     "Result": "kvplan.result",
     "KvplanError": "kvplan.errors",
     "ModelCard": "kvplan.cards.schema",

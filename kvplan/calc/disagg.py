@@ -32,7 +32,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from kvplan.calc.queueing import erlang_c, wait_scale_s
+from kvplan.calc.tails import wait_tail
 
 
 def sojourn_quantile_s(quantile, servers, rate_per_s, mean_service_s, extra_s, weights=None,
@@ -43,19 +43,22 @@ def sojourn_quantile_s(quantile, servers, rate_per_s, mean_service_s, extra_s, w
     """
     x = np.atleast_1d(np.asarray(extra_s, dtype=np.float64))
     w = np.full(x.shape, 1.0 / x.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    load = float(rate_per_s) * float(mean_service_s)
-    theta = float(wait_scale_s(servers, rate_per_s, mean_service_s, ca2, cs2))
+    c_wait, theta = wait_tail(int(servers), float(rate_per_s), float(mean_service_s), float(ca2), float(cs2))
     if not math.isfinite(theta):
         return math.inf
-    c_wait = float(erlang_c(servers, load))
     tail = 1.0 - float(quantile)
+    if c_wait <= 0 or theta <= 0:
+        return float(_discrete_quantile(x, w, quantile))
 
     def exceed(t: float) -> float:
         u = t - x
         g = np.where(u < 0, 1.0, c_wait * np.exp(-np.maximum(u, 0.0) / theta))
         return float((w * g).sum())
 
-    lo, hi = float(x.min()), float(x.max()) + theta * max(math.log(max(c_wait, 1e-300) / tail), 0.0)
+    wait_q = theta * max(math.log(c_wait / tail), 0.0)
+    if x.size == 1:  # one request size: the wait's quantile plus that size, exactly
+        return float(x[0]) + wait_q
+    lo, hi = float(x.min()), float(x.max()) + wait_q
     if exceed(lo) <= tail:  # the quantile falls inside X's atoms with no wait
         return float(_discrete_quantile(x, w, quantile))
     for _ in range(iterations):
@@ -64,6 +67,8 @@ def sojourn_quantile_s(quantile, servers, rate_per_s, mean_service_s, extra_s, w
             lo = mid
         else:
             hi = mid
+        if hi - lo <= 1e-7 * hi:
+            break
     return hi
 
 

@@ -14,6 +14,9 @@ The building blocks of ``kvplan plan``'s percentile latencies (the model that us
   θ2 e^(−x/θ2)) / (θ1 − θ2)`` (``1 − e^(−x/θ)(1 + x/θ)`` when θ1 = θ2).
 - TTFT = waits + own service S: ``P(TTFT <= t) = E_S[P(W1 + W2 <= t − S)]``, the expectation
   taken over equally weighted points of S's distribution (quantile points of the prompt length).
+- Heavy-tailed service (long prompts, attention ∝ S²) makes the wait's tail subexponential:
+  ``P(W > x) ~ ρ/(1 − ρ) · P(S_e > x)`` for one server, S_e the equilibrium residual of S; the
+  wait's tail is taken as the larger of that and the exponential one.
 - A lognormal with a given mean m and variance v: ``σ² = ln(1 + v/m²)``, ``μ = ln m − σ²/2``;
   a mixture of them (one per output length) is the TPOT distribution.
 - Percentiles of any of these CDFs by bisection (the CDFs are monotone); vectorised.
@@ -90,10 +93,35 @@ def tandem_wait_cdf(x, c1, theta1, c2, theta2):
     return np.where(x < 0, 0.0, np.clip(cdf, 0.0, 1.0))
 
 
-def wait_plus_service_cdf(t, service_points, c1, theta1, c2, theta2):
-    """``P(W1 + W2 + S <= t)`` with S equally likely to be each of ``service_points``."""
+def wait_plus_service_cdf(t, service_points, c1, theta1, c2, theta2, heavy=None):
+    """``P(W1 + W2 + S <= t)`` with S equally likely to be each of ``service_points``.
+
+    ``heavy(x)``, when given, is a subexponential tail for the waits, ``P(W1 + W2 > x) >= heavy(x)``
+    (see :func:`equilibrium_tail`): the CDF is capped at ``1 − heavy``.
+    """
     t = np.asarray(t, dtype=np.float64)[..., None]
-    return tandem_wait_cdf(t - np.asarray(service_points, dtype=np.float64), c1, theta1, c2, theta2).mean(axis=-1)
+    x = t - np.asarray(service_points, dtype=np.float64)
+    cdf = tandem_wait_cdf(x, c1, theta1, c2, theta2)
+    if heavy is not None:
+        cdf = np.where(x < 0, 0.0, np.minimum(cdf, 1.0 - np.minimum(heavy(np.maximum(x, 0.0)), 1.0)))
+    return cdf.mean(axis=-1)
+
+
+def equilibrium_tail(samples):
+    """``x → P(S_e > x) = E[(S − x)⁺] / E[S]``: the tail of the residual of a service S given by samples.
+
+    For M/G/1 with subexponential S the wait's tail is ``P(W > x) ~ ρ/(1 − ρ) · P(S_e > x)``
+    (Pakes 1975; Embrechts & Veraverbeke 1982), heavier than any exponential.
+    """
+    s = np.sort(np.asarray(samples, dtype=np.float64))
+    total = s.sum()
+    after = total - np.concatenate(([0.0], np.cumsum(s)))  # Σ of samples from index k on
+
+    def tail(x):
+        x = np.asarray(x, dtype=np.float64)
+        k = np.searchsorted(s, x, side="right")
+        return np.maximum(after[k] - x * (s.size - k), 0.0) / total if total > 0 else np.zeros_like(x)
+    return tail
 
 
 def invert_cdf(cdf, quantiles, lo: float, hi: float, iterations: int = 80):

@@ -65,6 +65,20 @@ def recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overl
     return suffix_prefill_s(cost, machine, 0.0, tokens, tp=tp, overlap_comm=overlap_comm)
 
 
+def context_recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False):
+    """What caching a whole context of ``n`` tokens saves: ``suffix(0, n) − suffix(n − 1, n)``.
+
+    The pass for the last token runs either way (its logits are needed), so below the roofline
+    ridge (a memory-bound pass that reads the weights anyway) recomputing costs almost nothing
+    extra, and loading only pays once the prefill turns compute-bound. This is the recompute
+    side of the per-tier break-even.
+    """
+    n = np.asarray(tokens, dtype=np.float64)
+    whole = suffix_prefill_s(cost, machine, 0.0, n, tp=tp, overlap_comm=overlap_comm)
+    last = suffix_prefill_s(cost, machine, n - 1, n, tp=tp, overlap_comm=overlap_comm)
+    return whole - last
+
+
 def recompute_saved_s(cost: ModelCost, machine: Machine, cached_from, cached_to, prompt_tokens, *, tp: int = 1,
                       overlap_comm: bool = False):
     """Prefill time saved by tokens ``cached_from … cached_to`` of the prefix being cached:

@@ -35,15 +35,21 @@ point (B̄ enters t, S and X). Concurrency = λ × E[time in system] = λ (E[TTF
 
 Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / :mod:`kvplan.calc.tails`):
     decode slots: c = N × B_max servers, service R (cs² of S + n·m over the workload), arrivals ca²;
-    prefill:      c = N servers (a join-shortest-queue router behaves close to one central queue),
-                  service S (cs² over the prompt-length distribution).
-    TTFT = W_slot + W_prefill + residual of the step in progress (P(B > 0)·t/2) + S, with the two
-    waits atom-plus-exponential and independent, convolved with S in closed form.
+    prefill:      c = N servers (a join-shortest-queue router behaves close to one central queue).
+                  Prompts that arrive during a step are packed into the next one, k = 1 + λ_i·t per
+                  mixed step on average, so the queue's service is S_q = X + (S − X)/k (the decoders'
+                  part of a step is shared) with cs² over the prompt-length distribution, and a
+                  prompt's own prefill takes S + (k − 1)·E[X] (its step also carries the others).
+    TTFT = W_slot + W_prefill + residual of the step in progress (uniform on [0, t] when the arrival
+    finds decoders running and no prefill, P = (1 − e^(−B̄))(1 − ρ_prefill)) + S, with the two
+    waits atom-plus-exponential and independent, convolved with S in closed form; where long
+    prompts make S heavy-tailed, the prefill wait's tail is at least C·P(S_e > (1 − ρ)x)^N, S_e the
+    equilibrium residual of S (:func:`kvplan.calc.tails.equilibrium_tail`; exact for M/M/1, the
+    subexponential shape of the M/G/1 asymptotic, a heuristic for N > 1).
 
 Approximations, each measured by ``kvplan plan --simulate`` (:mod:`kvplan.sim`): renewal arrivals
-(ca² from the gaps; a trace's minute-scale bursts are not captured), one prompt per prefill step
-in the closed form (the simulator packs several short prompts into a step's token budget, as vLLM
-does), a central queue for the JSQ router, lognormal TPOT per output length, independent waits,
+(ca² from the gaps; a trace's minute-scale bursts are not captured), packing by the mean number
+of arrivals per step, a central queue for the JSQ router, lognormal TPOT per output length, independent waits,
 and requests reserving their final context at admission (no preemption).
 """
 
@@ -62,6 +68,8 @@ Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
 QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+RESIDUAL_POINTS = 16  # equally likely points of the residual step an arrival waits for
+MAX_GAIN = 0.5  # occupancy loop gain allowed: step-time errors amplified at most 1/(1 − g) = 2×
 
 
 def _points(values: np.ndarray, k: int = QUANTILE_POINTS) -> np.ndarray:
@@ -85,14 +93,28 @@ class LengthStats:
         held = (n * isl + n * (n + 1) / 2).sum() / steps if steps > 0 else isl.mean() + 1
         held2 = ((n * isl**2 + isl * n * (n + 1) + n * (n + 1) * (2 * n + 1) / 6).sum() / steps
                  if steps > 0 else held**2)
+        points = _points(isl)
+        grid = np.unique(np.concatenate([points, np.quantile(isl, [0.0, 0.99, 0.999, 0.9999, 1.0])]))
         values = {
-            "isl_points": _points(isl), "n_points": _points(decoding) if decoding.size else np.zeros(0),
+            "isl_points": points, "isl_grid": grid, "points_index": np.searchsorted(grid, points),
+            "n_points": _points(decoding) if decoding.size else np.zeros(0),
             "mean_isl": float(isl.mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
+            "second_steps": float((n * n).mean()),
             "decode_context": float(held), "decode_context_var": float(max(held2 - held**2, 0.0)),
             "context_mean": float(ctx.mean()),
             **{f"context_p{p}": float(np.percentile(ctx, p)) for p in (50, 90, 99)},
             "context_max": float(ctx.max()),
         }
+        # the sample folded onto the grid: request i sits between grid points j and j + 1 with weights
+        # (a, b), a + b = 1; f(ISL_i) = a f_j + b f_j+1 for any f linear between grid points
+        j = np.clip(np.searchsorted(grid, isl, side="right") - 1, 0, max(grid.size - 2, 0))
+        width = np.diff(grid)[j] if grid.size > 1 else np.ones_like(isl)
+        b = np.where(width > 0, (isl - grid[j]) / np.where(width > 0, width, 1.0), 0.0) if grid.size > 1 else 0 * isl
+        a, size, count = 1.0 - b, max(grid.size - 1, 1), isl.size
+        folds = {name: np.bincount(j, weights=w, minlength=size) / count
+                 for name, w in (("a", a), ("b", b), ("aa", a * a), ("ab", a * b), ("bb", b * b), ("an", a * n),
+                                 ("bn", b * n))}
+        values["grid_folds"] = folds
         for key, value in values.items():
             object.__setattr__(self, key, value)
 
@@ -107,16 +129,18 @@ class InstanceFigures:
     step_s: np.ndarray                     # t(b) at the decode context, on b_grid
     extra_per_seq_s: np.ndarray            # δ + γ·L̄: one more sequence at the mean context, on b_grid
     per_token_s: np.ndarray                # γ: one more token of context in the batch, on b_grid
-    prefill_s: np.ndarray                  # S(isl point) with b decoders, shape (b_grid, points)
-    extra_s: np.ndarray                    # X(isl point) with b decoders
-    prefill_alone_s: np.ndarray            # S with no decoders (b = 0)
+    prefill_s: np.ndarray                  # S at the equally likely ISL points with b decoders, (b_grid, points)
+    moments: np.ndarray                    # over the whole sample, per b: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X]
+    prefill_grid_s: np.ndarray             # S on the ISL grid (b_grid, isl_grid)
+    extra_grid_s: np.ndarray               # X on the ISL grid
+    prefill_alone_s: np.ndarray            # S at the ISL points with no decoders (b = 0)
     batch_cap: int                         # min(B_kv, max_num_seqs, chunk budget)
     batch_kv: int
     batch_kv_mean: int
     batch_kv_p99: int
 
     def at(self, b: float):
-        """(t, δ+γL̄, γ, S points, X points) at batch b, linear in b between grid points."""
+        """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
         b = float(min(max(b, self.b_grid[0]), self.b_grid[-1]))
         i = int(np.clip(np.searchsorted(self.b_grid, b) - 1, 0, len(self.b_grid) - 2))
         lo, hi = self.b_grid[i], self.b_grid[i + 1]
@@ -124,7 +148,8 @@ class InstanceFigures:
 
         def mix(a):
             return (1 - w) * a[i] + w * a[i + 1]
-        return mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s), mix(self.extra_s)
+        return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
+                mix(self.moments))
 
 
 def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_bytes_per_gpu: float,
@@ -150,13 +175,17 @@ def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_
     more = decode_step(cost, machine, b_grid + 1, ctx, tp=tp).time_s - step
     dctx = max(64.0, ctx * 0.05)
     per_token = (decode_step(cost, machine, b_grid, ctx + dctx, tp=tp).time_s - step) / (dctx * np.maximum(b_grid, 1))
-    points = lengths.isl_points
+    grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
-    _, prefill = mixed_chunk_step(cost, machine, b_grid[:, None], ctx, points[None, :], chunk, tp=tp)
-    extra = np.maximum(prefill - np.ceil(points[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
+    _, prefill = mixed_chunk_step(cost, machine, b_grid[:, None], ctx, grid[None, :], chunk, tp=tp)
+    extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
+    moments = _sample_moments(lengths.grid_folds, prefill, extra)
+    points = prefill[:, lengths.points_index]
     return InstanceFigures(
         pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
-        extra_per_seq_s=more, per_token_s=per_token, prefill_s=prefill, extra_s=extra, prefill_alone_s=prefill[0],
+        extra_per_seq_s=more, per_token_s=per_token, prefill_s=points, moments=moments, prefill_grid_s=prefill,
+        extra_grid_s=extra,
+        prefill_alone_s=points[0],
         batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
     )
 
@@ -189,6 +218,8 @@ class Point:
     batch_mean: float = math.nan
     step_s: float = math.nan
     rho_interference: float = math.nan
+    gain: float = math.nan
+    packing: float = 1.0
     prefill_utilization: float = math.nan
     slot_utilization: float = math.nan
     prefill_mean_s: float = math.nan
@@ -196,6 +227,7 @@ class Point:
     slot_wait: tuple[float, float] = (0.0, 0.0)
     prefill_wait: tuple[float, float] = (0.0, 0.0)
     residual_s: float = 0.0
+    busy_share: float = 0.0
     ttft: dict = field(default_factory=dict)
     tpot: dict = field(default_factory=dict)
     concurrency: float = math.nan
@@ -214,31 +246,38 @@ class FleetModel:
                  slos: dict[str, Slo], max_utilization: float = 0.9) -> None:
         self.f, self.lengths, self.rate, self.ca2 = figures, lengths, rate_per_s, arrival_scv
         self.slos, self.max_utilization = slos, max_utilization
-        self._isl_sample = lengths.isl.astype(np.float64)
-        self._n_sample = np.maximum(lengths.osl.astype(np.float64) - 1, 0)
+        self.stats = tuple(dict.fromkeys([*STATS, *(slo.stat for slo in slos.values())]))
 
     # ----------------------------------------------------------------- TPOT
     def tpot_stats(self, batch_seen: float, others: float, lam_i: float, interference_batch: float,
-                   stats=STATS) -> tuple[dict, float]:
-        """TPOT statistics when a request decodes among ``others`` (mean) in a batch of ``batch_seen``."""
+                   stats=None, gain: float = 0.0) -> tuple[dict, float]:
+        """TPOT statistics when a request decodes among ``others`` (mean) in a batch of ``batch_seen``.
+
+        ``gain`` is the occupancy loop gain g: the batch's variance is B̄ / (1 − g) rather than B̄.
+        """
+        stats = self.stats if stats is None else stats
         n_points = self.lengths.n_points
-        if n_points.size == 0:
-            return {s: math.nan for s in stats}, 0.0
         t, more, per_token, _, _ = self.f.at(batch_seen)
-        _, _, _, _, extra = self.f.at(interference_batch)
-        rho = lam_i * float(extra.mean())
+        _, _, _, _, moments = self.f.at(interference_batch)
+        extra_mean, extra_second = moments[3], moments[4]
+        rho = lam_i * extra_mean
         if rho >= 1:
             return {s: math.inf for s in stats}, rho
+        if n_points.size == 0:  # every request ends with its first token: no TPOT
+            return {s: math.nan for s in stats}, rho
         mean = t / (1 - rho)
         per_seq2 = more**2 + per_token**2 * self.lengths.decode_context_var
-        var_occ = others * per_seq2 / (1 - rho) ** 2
-        var_int = lam_i * t * float((extra**2).mean()) / (n_points * (1 - rho) ** 3)
-        mu, sigma = tails.lognormal_from_moments(np.full(n_points.shape, mean), var_occ + var_int)
+        var_occ = others / (1 - min(gain, 0.99)) * per_seq2 / (1 - rho) ** 2
+        var_int = lam_i * t * extra_second / (n_points * (1 - rho) ** 3)
+        # a prefill burst both interrupts the request and, by lengthening every residence, grows
+        # the batch it decodes in: the two deviations move together (comonotone), so sds add
+        sd = np.sqrt(var_occ) + np.sqrt(var_int)
+        mu, sigma = tails.lognormal_from_moments(np.full(n_points.shape, mean), sd * sd)
         out = {"mean": mean}
         wanted = [s for s in stats if s != "mean"]
         if wanted:
             qs = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, mu, sigma),
-                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=60)
+                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=40)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
 
@@ -274,15 +313,22 @@ class FleetModel:
             point.failures.append("tpot_slo" if self.f.batch_cap >= 1 else "kv_capacity")
             return point
         n_mean = self.lengths.mean_steps
+
+        def next_occupancy(b: float) -> float:
+            """Little's law with the batch b in force: λ_i (E[S(b)] + E[n]·TPOT(b)); ∞ when saturated."""
+            tp, rho = self.tpot_stats(min(b + 1, point.batch_max), b, lam_i, b, ("mean",))
+            if rho >= 1:
+                return math.inf
+            decode = n_mean * tp["mean"] if n_mean > 0 else 0.0
+            step, _, _, _, mom = self.f.at(b)
+            return lam_i * (float(mom[0]) + lam_i * step * float(mom[3]) + decode)
+
         occupancy, stable = 0.0, True
         for _ in range(200):
-            seen = min(occupancy + 1, point.batch_max)
-            tp, rho = self.tpot_stats(seen, occupancy, lam_i, occupancy, ("mean",))
-            _, _, _, prefill, _ = self.f.at(occupancy)
-            if rho >= 1 or not math.isfinite(tp["mean"]):
+            new = next_occupancy(occupancy)
+            if not math.isfinite(new):
                 stable = False
                 break
-            new = lam_i * (float(prefill.mean()) + n_mean * tp["mean"])
             if new >= point.batch_max:
                 occupancy, stable = new, False
                 break
@@ -291,42 +337,78 @@ class FleetModel:
                 break
             occupancy = new
         point.batch_mean = occupancy
-        t, _, _, prefill, extra = self.f.at(min(occupancy, point.batch_max))
+        t, _, _, prefill, moments = self.f.at(min(occupancy, point.batch_max))
+        s_mean, s_second, s_n, x_mean, x_second, s_x = (float(v) for v in moments)
         point.step_s = t
-        point.rho_interference = lam_i * float(extra.mean())
-        point.prefill_mean_s = float(prefill.mean())
-        point.prefill_utilization = lam_i * point.prefill_mean_s
+        point.rho_interference = lam_i * x_mean
+        # packing: prompts that arrive during a step share the next one, k per mixed step on average;
+        # the queue serves S_q = X + (S − X)/k, and a prompt's own step also carries the others' X
+        k = point.packing = 1 + lam_i * t
+        q_mean = s_mean / k + x_mean * (1 - 1 / k)
+        q_second = (s_second + 2 * (k - 1) * s_x + (k - 1) ** 2 * x_second) / (k * k)
+        own_extra = (k - 1) * x_mean
+        point.prefill_mean_s = s_mean + own_extra
+        point.prefill_utilization = lam_i * q_mean
         if not stable or point.rho_interference >= 1 or point.prefill_utilization >= 1:
             point.failures.append("prefill_compute" if (point.rho_interference >= 1 or point.prefill_utilization >= 1)
                                   else "slots")
             return point
+        step = max(0.5, 0.01 * occupancy)
+        point.gain = (next_occupancy(occupancy + step) - next_occupancy(occupancy)) / step
         seen = min(occupancy + 1, point.batch_max)
-        point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy)
-        service = np.interp(self._isl_sample, self.lengths.isl_points, prefill)
-        residence = service + self._n_sample * point.tpot["mean"]
-        point.residence_s = float(residence.mean())
+        point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain)
+        m, n_second = (point.tpot["mean"] if n_mean > 0 else 0.0), self.lengths.second_steps
+        point.residence_s = s_mean + own_extra + n_mean * m
+        residence_second = (s_second + 2 * own_extra * s_mean + own_extra**2 + 2 * m * (s_n + own_extra * n_mean)
+                            + m * m * n_second)
         slots = instances * point.batch_max
         point.slot_utilization = lam * point.residence_s / slots
         if point.slot_utilization >= 1:
             point.failures.append("slots")
             return point
-        point.slot_wait = tails.wait_tail(slots, lam, point.residence_s, self.ca2, _scv(residence))
-        point.prefill_wait = tails.wait_tail(instances, lam, float(service.mean()), self.ca2, _scv(service))
-        point.residual_s = -math.expm1(-occupancy) * t / 2
-        point.ttft = self.ttft_stats(point, prefill)
+        point.slot_wait = tails.wait_tail(slots, lam, point.residence_s, self.ca2,
+                                          _scv(point.residence_s, residence_second))
+        point.prefill_wait = tails.wait_tail(instances, lam, q_mean, self.ca2, _scv(q_mean, q_second))
+        # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
+        point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
+        point.residual_s = point.busy_share * t / 2
+        point.ttft = self.ttft_stats(point, prefill + own_extra, self._heavy_tail(point, t_decoders=occupancy))
         point.running = lam * point.residence_s
-        point.concurrency = lam * (point.ttft["mean"] + n_mean * point.tpot["mean"])
+        point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
         self._judge(point)
         return point
 
-    def ttft_stats(self, point: Point, prefill_points: np.ndarray) -> dict:
+    def _heavy_tail(self, point: Point, t_decoders: float):
+        """Prefill-wait tail from the residual of S: C·P(S_e > (1 − ρ)x)^N.
+
+        Exact for M/M/1 (ρ e^(−(1−ρ)x/E[S])); for heavy-tailed S it keeps the subexponential shape of
+        the M/G/1 asymptotic ρ/(1 − ρ)·P(S_e > x). At N > 1 a prompt waits that long only when every
+        instance is held by a long prompt (the power N): a heuristic, checked by simulation.
+        """
+        grid = self.lengths.isl_grid
+        row = np.interp(t_decoders, self.f.b_grid, np.arange(self.f.b_grid.size))
+        i = int(min(row, self.f.b_grid.size - 2))
+        w = row - i
+        prefill = (1 - w) * self.f.prefill_grid_s[i] + w * self.f.prefill_grid_s[i + 1]
+        extra = (1 - w) * self.f.extra_grid_s[i] + w * self.f.extra_grid_s[i + 1]
+        queued = extra + (prefill - extra) / point.packing
+        residual = tails.equilibrium_tail(np.interp(self.lengths.isl.astype(np.float64), grid, queued))
+        rho, n, c = point.prefill_utilization, point.instances, point.prefill_wait[0]
+        return lambda x: c * residual((1 - rho) * x) ** n
+
+    def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None) -> dict:
         (c1, th1), (c2, th2) = point.slot_wait, point.prefill_wait
-        service = prefill_points + point.residual_s
-        out = {"mean": c1 * th1 + c2 * th2 + float(service.mean())}
-        wanted = [s for s in STATS if s != "mean"]
+        busy = int(round(point.busy_share * RESIDUAL_POINTS))
+        uniform = point.step_s * (np.arange(busy) + 0.5) / max(busy, 1)
+        residual = np.concatenate([np.zeros(RESIDUAL_POINTS - busy), uniform])
+        service = (np.asarray(prefill_points)[:, None] + residual[None, :]).ravel()
+        out = {"mean": c1 * th1 + c2 * th2 + float(np.mean(prefill_points)) + point.residual_s}
+        wanted = [s for s in self.stats if s != "mean"]
         hi = float(service.max()) + 50 * max(th1 if math.isfinite(th1) else 0, th2 if math.isfinite(th2) else 0) + 1
-        qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2),
-                              [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi)
+        if heavy is not None:
+            hi += 10 * float(self.f.prefill_grid_s.max())
+        qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy),
+                              [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi, iterations=48)
         out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
 
@@ -335,6 +417,8 @@ class FleetModel:
             slo = self.slos.get(kind)
             if slo is not None and not values.get(slo.stat, math.inf) <= slo.limit_s * (1 + 1e-12):
                 point.failures.append(f"{kind}_slo")
+        if not point.gain <= MAX_GAIN:
+            point.failures.append("batch_feedback")
         if "ttft" not in self.slos and max(point.slot_utilization, point.prefill_utilization) > self.max_utilization:
             point.failures.append("utilization")
 
@@ -372,10 +456,30 @@ class FleetModel:
         return best, lo_point
 
 
+def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """Per row: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X] over every request, S and X linear in ISL between
+    grid points (exact sums through the folded weights of :class:`LengthStats`)."""
+    lo_s, hi_s = prefill[:, :-1], prefill[:, 1:]
+    lo_x, hi_x = extra[:, :-1], extra[:, 1:]
+    if prefill.shape[1] == 1:  # one ISL: every request at the single grid point
+        lo_s = hi_s = prefill
+        lo_x = hi_x = extra
+
+    def first(lo, hi):
+        return lo @ folds["a"] + hi @ folds["b"]
+
+    def cross(lo1, hi1, lo2, hi2):
+        return (lo1 * lo2) @ folds["aa"] + (lo1 * hi2 + hi1 * lo2) @ folds["ab"] + (hi1 * hi2) @ folds["bb"]
+
+    s_n = lo_s @ folds["an"] + hi_s @ folds["bn"]
+    return np.stack([first(lo_s, hi_s), cross(lo_s, hi_s, lo_s, hi_s), s_n, first(lo_x, hi_x),
+                     cross(lo_x, hi_x, lo_x, hi_x), cross(lo_s, hi_s, lo_x, hi_x)], axis=1)
+
+
 def _quantile(stat: str) -> float:
     return STAT_QUANTILES.get(stat) or float(stat[1:]) / 100
 
 
-def _scv(values: np.ndarray) -> float:
-    mean = float(values.mean())
-    return float(values.var()) / mean**2 if mean > 0 else 0.0
+def _scv(mean: float, second: float) -> float:
+    """Squared coefficient of variation from the first two moments."""
+    return max(second / mean**2 - 1.0, 0.0) if mean > 0 else 0.0

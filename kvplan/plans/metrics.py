@@ -6,6 +6,8 @@ plan into numbers (one call computes all of its metrics) and says when it cannot
 - ``fit``: the engine's start-up arithmetic (:func:`kvplan.plans.fit.fit`), always available.
 - ``latency``: roofline latency (:mod:`kvplan.plans.latency`), needs a workload.
 - ``fleet``: percentile latencies and pool sizes from the fleet / PD planner; not wired yet.
+- ``aggregated``: the aggregated fleet of ``kvplan plan`` (:func:`kvplan.plans.fleet.plan_aggregated`):
+  instances, GPUs, batch, KV demand and percentile TTFT/TPOT; needs ``workload.qps`` (or a trace).
 
 To add metrics, write ``compute(context) -> Produced`` and call :func:`register` once, here::
 
@@ -19,6 +21,7 @@ A known metric whose producer cannot run is an error naming why ("needs a worklo
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -304,4 +307,176 @@ register(FLEET, {
     "prefill_gpus": ("GPUs in the prefill pool", "GPUs"),
     "decode_gpus": ("GPUs in the decode pool", "GPUs"),
     "total_gpus": ("GPUs the deployment needs in all", "GPUs"),
+})
+
+
+# --------------------------------------------------------------------------- tiers (kvplan tier)
+
+
+def _tier_metrics(context: PlanContext) -> Produced:
+    from kvplan.plans.tier_metrics import tier_metrics
+
+    return tier_metrics(context)
+
+
+TIERS = Producer("tiers", compute=_tier_metrics, needs_workload=True, module="kvplan.plans.tiers")
+register(TIERS, {
+    "tier_hit_rate": ("prompt blocks served from any cache tier (prefix LRU over HBM → DRAM → CXL → NVMe → remote)",
+                      "ratio"),
+    **{f"tier_hit_rate_{kind}": (f"prompt blocks served from the {label} tier(s)", "ratio") for kind, label in
+       (("hbm", "HBM"), ("host_dram", "host DRAM"), ("cxl", "CXL"), ("nvme", "NVMe"), ("remote", "remote pool"))},
+    "tier_unlimited_hit_rate": ("prefix hit rate an unbounded cache would reach", "ratio"),
+    "tier_cache_tokens": ("prefix/session cache capacity over all tiers", "tokens"),
+    "tier_ttft_saved_p50_s": ("TTFT the tiers save on a p50-ISL prompt", "s"),
+    "tier_ttft_saved_p99_s": ("TTFT the tiers save on a p99-ISL prompt", "s"),
+    "prefill_gpu_s_saved_per_s": ("prefill GPU-seconds the cache hits save per second of traffic", "GPU-s/s"),
+    "prefill_gpu_share_saved": ("share of prefill GPU time the cache hits save", "ratio"),
+    "active_kv_fits_hbm": ("the Little's-law decode batch's KV fits in HBM (the hot path stays in HBM)", "bool"),
+    "tpot_penalty_p50_s": ("TPOT added by decode KV read from slower tiers, p50 of the batch's KV", "s"),
+    "tpot_penalty_p99_s": ("TPOT added by decode KV read from slower tiers, p99 of the batch's KV", "s"),
+})
+
+
+# --------------------------------------------------------------------------- pd (kvplan pd)
+
+
+def _pd_metrics(context: PlanContext) -> Produced:
+    """The disaggregated plan :func:`kvplan.plans.pd.plan_pd` recommends for the plan's workload and SLOs."""
+    from kvplan.plans.pd import PDSettings, plan_pd
+
+    plan, engine, workload = context.plan, context.plan.engine, context.plan.workload
+    if plan.slo is None or plan.slo.ttft is None or plan.slo.tpot is None:
+        raise InputError("pd metrics need both SLOs (slo: {ttft: 'p99<=4s', tpot: 'p99<=100ms'})",
+                         "add an slo section to the plan")
+    if workload.trace is None and workload.qps is None:
+        raise InputError("pd metrics need an arrival rate (workload.qps)", "add qps to the workload section")
+    trace = None
+    if workload.trace is not None:
+        trace = Path(workload.trace)
+        trace = trace if trace.is_absolute() else context.base_dir / trace
+    settings = PDSettings(engine=engine.name, kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
+                          gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs)
+    system = context.system_card
+    result = plan_pd(context.model_card, context.hardware_card, system=system, qps=workload.qps, isl=workload.isl,
+                     osl=workload.osl, trace=trace, trace_format=workload.trace_format, ttft=plan.slo.ttft,
+                     tpot=plan.slo.tpot, settings=settings, aggregated=False, sensitivity=False,
+                     allow_long_context=engine.allow_long_context, cards=context.cards)
+    row = result.rows[0]
+    values = {key: row[key] for key in PD_KEYS if row.get(key) is not None}
+    values["pd_total_gpus"] = row["total_gpus"] if row["total_gpus"] is not None else float("inf")
+    values["pd_feasible"] = bool(row["feasible"])
+    for kind in ("ttft", "tpot"):
+        if row.get(f"{kind}_p99_s") is not None:
+            values[f"pd_{kind}_p99_s"] = row[f"{kind}_p99_s"]
+    values["pd_goodput_per_gpu"] = row["goodput_per_gpu"]
+    return Produced(values, result.explain, result.assumptions, result)
+
+
+PD_KEYS = ("prefill_gpus", "decode_gpus", "prefill_instances", "decode_instances", "kv_transfer_s",
+           "exposed_transfer_s", "kv_transfer_bytes", "link_utilization", "decode_staging_bytes_per_gpu")
+
+
+@dataclass(frozen=True)
+class _PDProducer(Producer):
+    """Runs only for plans with both SLOs and a rate, and only when an assertion names one of its metrics
+    (a report of a plan that does not ask about PD does not run the PD search)."""
+
+    def unavailable(self, plan: Plan) -> str | None:
+        reason = super().unavailable(plan)
+        if reason:
+            return reason
+        if plan.slo is None or plan.slo.ttft is None or plan.slo.tpot is None:
+            return "needs both SLOs (slo: {ttft: 'p99<=4s', tpot: 'p99<=100ms'}): kvplan pd sizes the pools for them"
+        if plan.workload.trace is None and plan.workload.qps is None:
+            return "needs an arrival rate (workload.qps)"
+        mine = {n for n, m in METRICS.items() if m.producer is self}
+        asked = " ".join(str(a) if not isinstance(a, dict) else " ".join(a) for a in plan.assertions)
+        if not any(re.search(rf"\b{name}\b", asked) for name in mine):
+            return "is computed only when an assertion names a pd metric"
+        return None
+
+
+PD = _PDProducer("pd", compute=_pd_metrics, needs_workload=True, module="kvplan.plans.pd")
+register(PD, {
+    "prefill_gpus": ("GPUs in the prefill pool of the recommended xPyD (kvplan pd)", "GPUs"),
+    "decode_gpus": ("GPUs in the decode pool of the recommended xPyD (kvplan pd)", "GPUs"),
+    "pd_total_gpus": ("prefill + decode GPUs of the recommended xPyD", "GPUs"),
+    "prefill_instances": ("prefill instances (x of xPyD)", "instances"),
+    "decode_instances": ("decode instances (y of xPyD)", "instances"),
+    "kv_transfer_s": ("P→D KV transfer of a mean request over the chosen link (latency + bytes / bandwidth)", "s"),
+    "exposed_transfer_s": ("the part of the transfer not hidden behind prefill (layer-wise overlap)", "s"),
+    "kv_transfer_bytes": ("KV bytes one mean request moves from prefill to decode", "bytes"),
+    "link_utilization": ("λ × bytes / the P→D link capacity of the pools", "ratio"),
+    "decode_staging_bytes_per_gpu": ("KV of transfers in flight held per decode GPU (Little's law)", "bytes"),
+    "pd_ttft_p99_s": ("p99 TTFT of the disaggregated plan (queue + prefill + exposed transfer + first step)", "s"),
+    "pd_tpot_p99_s": ("p99 TPOT of the disaggregated plan", "s"),
+    "pd_goodput_per_gpu": ("requests/s meeting the SLOs per GPU (qps / total GPUs; 0 when infeasible)", "req/s"),
+    "pd_feasible": ("some xPyD meets both SLOs", "bool"),
+})
+
+
+# --------------------------------------------------------------------------- aggregated fleet (kvplan plan)
+
+
+def _aggregated_metrics(context: PlanContext) -> Produced:
+    """Size the aggregated fleet for the plan's workload and SLOs; infeasible plans give ∞ counts."""
+    import math
+
+    from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
+    from kvplan.plans.planfile import parse_slo
+
+    plan, engine = context.plan, context.plan.engine
+    workload = plan.workload
+    if workload.trace is not None:
+        from kvplan.workload.traces import read_trace
+
+        path = Path(workload.trace)
+        path = path if path.is_absolute() else context.base_dir / path
+        fleet_workload = FleetWorkload.from_trace(read_trace(path, trace_format=workload.trace_format), workload.qps)
+    else:
+        if workload.qps is None:
+            raise InputError("fleet metrics need an arrival rate", "add workload.qps to the plan")
+        from kvplan.workload.synthetic import workload_from_flags
+
+        spec = workload_from_flags(rate_per_s=workload.qps, isl=str(workload.isl), osl=str(workload.osl))
+        fleet_workload = FleetWorkload.from_spec(spec, sample_requests=10_000)
+    slos = []
+    for kind in ("ttft", "tpot"):
+        text = getattr(plan.slo, kind) if plan.slo else None
+        if text is not None:
+            stat, limit = parse_slo(text)
+            slos.append(Slo(kind, stat, limit))
+    settings = EngineSettings(
+        engine=engine.name, kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
+        gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
+        chunk_tokens=engine.max_num_batched_tokens or 8192, block_size=engine.block_size)
+    fleet = plan_aggregated(context.model_card, context.hardware_card, fleet_workload, slos,
+                            Shape(engine.tensor_parallel_size, engine.pipeline_parallel_size), settings,
+                            allow_long_context=engine.allow_long_context)
+    row = fleet.row()
+    values = {f"{kind}_{stat}_s": (row[f"{kind}_{stat}_s"] if row[f"{kind}_{stat}_s"] is not None else math.inf)
+              for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")}
+    for key in ("instances", "total_gpus", "batch_per_instance", "kv_demand_mean_bytes", "kv_demand_p99_bytes",
+                "kv_capacity_bytes", "headroom_bytes"):
+        values[key] = row.get(key) if row.get(key) is not None else (math.inf if key != "headroom_bytes" else -math.inf)
+    values["fleet_concurrency"] = row["concurrency"] if row["concurrency"] is not None else math.inf
+    values["fleet_feasible"] = fleet.feasible
+    explain = list(fleet.explain) + ([f"infeasible: {fleet.reason}"] if not fleet.feasible else [])
+    return Produced(values, explain, fleet.assumptions)
+
+
+AGGREGATED = Producer("aggregated", compute=_aggregated_metrics, needs_workload=True, module="kvplan.plans.fleet")
+register(AGGREGATED, {
+    **{f"{kind}_{stat}_s": (f"{stat} {kind.upper()} of the sized aggregated fleet under the workload's rate "
+                            "(queueing included)", "s")
+       for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")},
+    "instances": ("aggregated instances (tp × pp GPUs each) the workload needs", "instances"),
+    "total_gpus": ("GPUs the aggregated deployment needs in all", "GPUs"),
+    "batch_per_instance": ("batch cap per instance (max_num_seqs) that holds KV and the TPOT SLO", "requests"),
+    "fleet_concurrency": ("requests in the system, Little's law: rate × mean time in system", "requests"),
+    "kv_demand_mean_bytes": ("fleet KV held: running requests × KV at the mean context (ISL + OSL)", "bytes"),
+    "kv_demand_p99_bytes": ("fleet KV if every running request were at the p99 context", "bytes"),
+    "kv_capacity_bytes": ("KV pool of the whole fleet", "bytes"),
+    "headroom_bytes": ("kv_capacity_bytes − kv_demand_p99_bytes", "bytes"),
+    "fleet_feasible": ("some fleet of the instance shape meets the SLOs (and the GPU budget)", "bool"),
 })

@@ -50,6 +50,16 @@ class Side:
         return getattr(self.hardware, kind)
 
     @property
+    def node_hardware(self) -> HardwareCard:
+        """The hardware card with the system's links (where the system has them): what TP traffic uses."""
+        if self.system is None:
+            return self.hardware
+        update = {k: getattr(self.system, k) for k in ("scale_up", "nic", "host_link") if getattr(self.system, k)}
+        if self.system.scale_up is not None:
+            update["scale_up_domain"] = self.system.scale_up_domain
+        return self.hardware.model_copy(update=update)
+
+    @property
     def scale_up_domain(self) -> float:
         if self.system is not None:
             return float(self.system.scale_up_domain)

@@ -1,8 +1,9 @@
 """The PD planner's inputs, resolved once: workload bins, prefill and decode models, the transfer.
 
 Workload. ISL is kept as a discrete distribution of at most ``BINS`` values with weights: a fixed
-ISL is one value; a lognormal is cut at the midpoints of BINS equal-probability bins; a trace's
-prompts are sorted and averaged in BINS equal-count groups (the mean is kept exactly). OSL enters
+ISL is one value; otherwise half of the bins cover the shortest 95% of prompts and half the longest
+5% (where the p99 TTFT is decided): a lognormal at the probability midpoints of its bins, a trace's
+sorted prompts averaged in equal-count groups (the mean is kept exactly). OSL enters
 through its mean (decode time, Little's law) and its largest value (the longest request must fit).
 Arrival burstiness ca²: flags give ``arrival_cv²``; a trace gives the index of dispersion of its
 arrival counts in 60 s windows (Var/mean of counts → ca² for a renewal process), which, unlike
@@ -33,13 +34,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvplan.calc.kv import check_parallel, kv_layout
-from kvplan.calc.roofline import ModelCost, decode_step, forward_pass
+from kvplan.calc.roofline import ModelCost, decode_step
+from kvplan.calc.tiering import suffix_prefill_s
 from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.errors import InputError, KvplanError
 from kvplan.workload.synthetic import Fixed, LogNormal, parse_length
 from kvplan.workload.traces import Trace
 
 BINS = 200
+TAIL = 0.05  # the longest 5% of prompts get half of the bins: the p99 TTFT lives there
 DISPERSION_WINDOW_S = 60.0
 
 
@@ -56,6 +59,7 @@ class PDWorkload:
     isl_max: float
     source: str
     notes: tuple[str, ...] = ()
+    osl_p99: float = 0.0
 
     @property
     def isl_mean(self) -> float:
@@ -69,7 +73,7 @@ class PDWorkload:
     def scaled(self, *, isl: float = 1.0, osl: float = 1.0, rate: float = 1.0) -> PDWorkload:
         return PDWorkload(self.rate_per_s * rate, self.arrival_scv, np.maximum(1.0, np.round(self.isl * isl)),
                           self.weights, self.osl_mean * osl, self.osl_max * osl, self.isl_max * isl,
-                          self.source, self.notes)
+                          self.source, self.notes, self.osl_p99 * osl)
 
 
 def workload_from_inputs(qps: float | None, isl, osl, arrival_cv: float | None, trace: Trace | None) -> PDWorkload:
@@ -88,12 +92,15 @@ def workload_from_inputs(qps: float | None, isl, osl, arrival_cv: float | None, 
     if isinstance(isl_dist, Fixed):
         values, weights = np.array([isl_dist.value]), np.array([1.0])
     else:
-        values = np.array([isl_dist.quantile((i + 0.5) / BINS) for i in range(BINS)])
-        weights = np.full(BINS, 1.0 / BINS)
+        half = BINS // 2
+        mid = (np.arange(half) + 0.5) / half
+        probs = np.concatenate([(1 - TAIL) * mid, 1 - TAIL + TAIL * mid])
+        values = np.array([isl_dist.quantile(float(q)) for q in probs])
+        weights = np.concatenate([np.full(half, (1 - TAIL) / half), np.full(half, TAIL / half)])
     values = np.maximum(1.0, np.round(values))
     osl_max = osl_dist.value if isinstance(osl_dist, Fixed) else osl_dist.quantile(0.999)
     return PDWorkload(float(qps), cv * cv, values, weights, float(osl_dist.mean), float(round(osl_max)),
-                      float(values.max()), "flags")
+                      float(values.max()), "flags", (), float(round(osl_dist.quantile(0.99))))
 
 
 def _length(value):
@@ -134,11 +141,12 @@ def _from_trace(trace: Trace, qps: float | None, arrival_cv: float | None) -> PD
         values, counts = np.unique(isl, return_counts=True)
         weights = counts / counts.sum()
     else:
-        groups = np.array_split(isl, BINS)
+        tail = max(BINS // 2, math.ceil(TAIL * isl.size))
+        groups = np.array_split(isl[:-tail], BINS // 2) + np.array_split(isl[-tail:], BINS // 2)
         values = np.array([g.mean() for g in groups])
         weights = np.array([g.size for g in groups], dtype=np.float64) / isl.size
     return PDWorkload(float(rate), scv, values, weights, float(trace.osl.mean()), float(trace.osl.max()),
-                      float(isl.max()), str(trace.source), tuple(notes))
+                      float(isl.max()), str(trace.source), tuple(notes), float(np.percentile(trace.osl, 99)))
 
 
 # --------------------------------------------------------------------------- per-side models
@@ -203,15 +211,9 @@ class TransferModel:
 
 
 def prefill_service_s(cost: ModelCost, machine, isl, cached_fraction: float, tp: int) -> np.ndarray:
-    """Prefill time of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each)."""
+    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each)."""
     s = np.asarray(isl, dtype=np.float64)
-    cached = np.floor(cached_fraction * s)
-    cached = np.minimum(cached, s - 1)
-    new = s - cached
-    kv = new * cost.kv_token_bytes(tp) + cost.kv_sequence_bytes(cached, tp) * (cached > 0)
-    attention = cost.prefill_attention_flops(cached, s)
-    return forward_pass(cost, machine, tokens=new, kv_bytes=kv, attention_flops=attention, lm_head_rows=1,
-                        tp=tp).time_s
+    return suffix_prefill_s(cost, machine, np.floor(cached_fraction * s), s, tp=tp)
 
 
 def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: int) -> tuple[np.ndarray, np.ndarray]:

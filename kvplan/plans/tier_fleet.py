@@ -12,7 +12,8 @@ with ``step(B, L̄)`` the roofline decode step of B sequences at the mean decode
 from ``B_0 = 0`` rises monotonically to the smallest fixed point, or diverges when the instance
 cannot keep up. Without ``nodes`` the fleet is the fewest whole nodes for which ``ρ_p < 1`` and
 the fixed point exists: a stability bound, not an SLO (TTFT/TPOT percentiles are the PD
-planner's job).
+planner's job). A given ``decode_batch`` replaces the fixed point (B sequences held per instance,
+e.g. to ask what holding 32 long sequences per instance costs); then only ``ρ_p < 1`` is required.
 """
 
 from __future__ import annotations
@@ -87,13 +88,15 @@ def decode_fixed_point(cost: ModelCost, machine: Machine, arrivals_per_s: float,
 
 def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_node: int, rate_per_s: float,
                isl_samples: np.ndarray, osl_mean: float, nodes: int | None = None,
-               overlap_comm: bool = False) -> Fleet:
+               decode_batch: float | None = None, overlap_comm: bool = False) -> Fleet:
     """Instances, prefill load and decode batch for ``nodes`` nodes (or the fewest stable ones)."""
     if accelerators_per_node % tp:
         raise InputError(f"--tp {tp} does not divide the system's {accelerators_per_node} accelerators",
                          "choose a tp that divides them (one or more instances per node)")
     if nodes is not None and nodes < 1:
         raise InputError(f"--nodes must be >= 1 (got {nodes})")
+    if decode_batch is not None and not decode_batch > 0:
+        raise InputError(f"--decode-batch must be > 0 (got {decode_batch:g})", "sequences decoding per instance")
     mean_prefill = float(np.mean(recompute_s(cost, machine, isl_samples, tp=tp, overlap_comm=overlap_comm)))
     context = float(np.mean(isl_samples)) + osl_mean / 2
     per_node = accelerators_per_node // tp
@@ -102,8 +105,12 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
     for n in candidates:
         instances = n * per_node
         load = rate_per_s * mean_prefill / instances
-        point = decode_fixed_point(cost, machine, rate_per_s / instances, osl_mean - 1, context, load, tp=tp,
-                                   overlap_comm=overlap_comm)
+        if decode_batch is not None:
+            point = None if load >= 1 else (decode_batch, float(decode_step(
+                cost, machine, decode_batch, context, tp=tp, overlap_comm=overlap_comm).time_s))
+        else:
+            point = decode_fixed_point(cost, machine, rate_per_s / instances, osl_mean - 1, context, load, tp=tp,
+                                       overlap_comm=overlap_comm)
         if point is not None:
             batch, step = point
             return Fleet(n, accelerators_per_node, tp, instances, rate_per_s, mean_prefill, load, batch, step,

@@ -80,8 +80,10 @@ def read_tiers_file(path: Path) -> list[Tier]:
     try:
         return TypeAdapter(list[Tier]).validate_python(data)
     except ValidationError as exc:
-        message, hint = describe_validation_error(str(path), exc)
-        raise CardError(message.replace(f"{path}: ", f"{path}: tiers.", 1), hint) from None
+        message, _ = describe_validation_error(str(path), exc)
+        raise CardError(message.replace(f"{path}: ", f"{path}: tiers.", 1),
+                        "a tier needs name, kind (host_dram|cxl|nvme|remote) and read_bytes_per_s > 0 (bytes/s per "
+                        "GPU); capacity_bytes, write_bytes_per_s, latency_s and cost_per_gb are optional") from None
 
 
 def resolve_tiers(
@@ -109,19 +111,21 @@ def resolve_tiers(
     resolved: list[TierSpec] = []
     for tier in sorted(tiers, key=lambda t: TIER_ORDER.index(t.kind)):
         capacity = tier.capacity_bytes
-        source = origin
+        source, name = origin, tier.name
         if tier.kind in given:
             capacity, source = given[tier.kind], OVERRIDE_FLAGS[tier.kind]
+            scope = "total" if tier.kind == "remote" else "per node"
+            name = f"{tier.name.split(' (')[0]} ({capacity / 1e12:g} TB {scope}, {source})"
         if capacity is not None and tier.kind != "remote":
             capacity = capacity * nodes
         efficiency = nic_efficiency if tier.kind == "remote" and nic_efficiency is not None else 1.0
         if tier.kind == "remote" and nic_efficiency is not None:
-            notes.append(f"{tier.name}: read at the NIC efficiency {nic_efficiency:g} of its "
+            notes.append(f"{name}: read at the NIC efficiency {nic_efficiency:g} of its "
                          f"{tier.read_bytes_per_s / 1e9:g} GB/s line rate per GPU")
         if tier.latency_s is None:
-            notes.append(f"{tier.name}: no latency on the card; taken as 0 (bandwidth term only)")
+            notes.append(f"{name}: no latency on the card; taken as 0 (bandwidth term only)")
         resolved.append(TierSpec(
-            name=tier.name, kind=tier.kind, capacity_bytes=None if capacity is None else float(capacity),
+            name=name, kind=tier.kind, capacity_bytes=None if capacity is None else float(capacity),
             read_bytes_per_s=tier.read_bytes_per_s * efficiency, write_bytes_per_s=tier.write_bytes_per_s,
             latency_s=tier.latency_s or 0.0, cost_per_gb=tier.cost_per_gb, origin=source,
             line_rate_bytes_per_s=tier.read_bytes_per_s, latency_given=tier.latency_s is not None))

@@ -12,6 +12,10 @@ Little's law for the capacity that holds reusable KV until it is reused (L = λW
   the tokens are that × block size (the capacity an oracle would need; LRU needs somewhat more).
 - flags: shared prefix ``S`` (held once) + sessions between turns × their history:
   ``S + λ_sessions (T − 1) θ × T/2 (μN + μO)`` (:meth:`Workload.session_cache_tokens_mean`).
+- RAG documents (single-turn requests): each request carries one of ``D`` documents of ``T_doc``
+  tokens after the shared prefix, document ``d`` with Zipf popularity ``p_d ∝ d^(−s)``. Document d is
+  reused at rate ``λ p_d`` and waits ``1 / (λ p_d)`` for it, so Little's law holds ``T_doc`` tokens of
+  every document: ``S + D × T_doc`` (what an oracle keeps; LRU keeps the popular ones).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kvplan.errors import InputError
 from kvplan.workload.reuse import ReuseProfile, reuse_profile
 from kvplan.workload.summary import interarrival_stats
 from kvplan.workload.synthetic import Workload
-from kvplan.workload.traces import Trace, read_trace
+from kvplan.workload.traces import Trace, make_trace, read_trace
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +87,44 @@ def from_workload(spec: Workload, *, sample_requests: int = 50_000, seed: int = 
              f"shared prefix {spec.shared_prefix_tokens:,} tokens ({sample_requests:,} sampled requests, seed {seed})")
     return ReuseInput(trace, reuse_profile(trace), spec.rate_per_s, label, float(held),
                       "S + λ_sessions (T − 1) θ × T/2 (μN + μO) (closed form)", spec)
+
+
+def with_rag_documents(reuse: ReuseInput, documents: int, document_tokens: int, zipf_s: float = 1.0,
+                       seed: int = 0) -> ReuseInput:
+    """Insert one of ``documents`` RAG documents (Zipf popularity) after the shared prefix of every request.
+
+    Block ids follow the Mooncake rule (equal id = equal prefix up to that block): the shared prefix's
+    full blocks keep their ids, blocks that end inside ``shared + document`` are named by (document,
+    block index), and the blocks after them (the user's own tokens) are new in every request.
+    """
+    spec = reuse.spec
+    if spec is None or spec.turns != 1:
+        raise InputError("RAG documents are modelled for single-turn requests (--turns 1)",
+                         "drop --turns, or describe sessions without --rag-docs")
+    if documents < 1 or document_tokens < 1 or zipf_s < 0:
+        raise InputError(f"--rag-docs and --rag-doc-tokens must be >= 1 and --rag-zipf >= 0 "
+                         f"(got {documents}, {document_tokens}, {zipf_s:g})")
+    trace, bt, shared = reuse.trace, reuse.block_tokens, spec.shared_prefix_tokens
+    rng = np.random.default_rng(seed)
+    weights = np.arange(1, documents + 1, dtype=np.float64) ** -zipf_s
+    doc = rng.choice(documents, size=trace.requests, p=weights / weights.sum())
+    isl = trace.isl + document_tokens
+    shared_full, doc_end = shared // bt, (shared + document_tokens) // bt
+    total = -(-isl // bt)
+    offsets = np.concatenate(([0], np.cumsum(total))).astype(np.int64)
+    request = np.repeat(np.arange(trace.requests), total)
+    index = np.arange(offsets[-1]) - offsets[:-1][request]
+    per_doc = max(doc_end - shared_full, 0)
+    fresh_start = shared_full + documents * per_doc
+    ids = np.where(index < shared_full, index,
+                   np.where(index < doc_end, shared_full + doc[request] * per_doc + (index - shared_full),
+                            fresh_start + np.arange(offsets[-1])))
+    rag = make_trace(trace.arrival_s, isl, trace.osl, block_offsets=offsets, block_ids=ids, block_tokens=bt,
+                     source="synthetic+rag", trace_format="synthetic")
+    label = f"{reuse.label}; RAG: {documents:,} documents × {document_tokens:,} tokens, Zipf s = {zipf_s:g}"
+    held = shared + documents * document_tokens
+    return ReuseInput(rag, reuse_profile(rag), reuse.rate_per_s, label, float(held),
+                      "S + D × T_doc (Little's law: each document held until its reuse)", spec)
 
 
 def reuse_holding_blocks(trace: Trace) -> float:

@@ -143,13 +143,13 @@ def test_latency_metric_without_workload_says_so(tmp_path):
     assert "metric 'ttft_s' needs a workload" in err.value.message
 
 
-def test_fleet_metric_is_known_but_not_available_yet(tmp_path):
+def test_pd_metric_needs_the_slos(tmp_path):
+    # prefill_gpus / decode_gpus come from kvplan pd (plans/metrics.py), which sizes the pools for both SLOs
     path = write(tmp_path, BASE + "workload: {qps: 1, isl: 1k, osl: 128}\nassertions:\n"
                  "  - prefill_gpus + decode_gpus <= 64\n")
     with pytest.raises(InputError) as err:
         load_plan(path)
-    assert "metric 'prefill_gpus' is available once" in err.value.message
-    assert "max_concurrency_at_max_len" in err.value.hint
+    assert "metric 'prefill_gpus' needs both SLOs" in err.value.message
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -256,7 +256,7 @@ def test_slo_without_workload_is_skipped_not_passed(tmp_path):
     path = write(tmp_path, BASE + "slo: {ttft: 'p99<=2s'}\nassertions: [kv_fits]\n")
     [plan] = check([path]).plans
     slo = plan.outcomes[-1]
-    assert slo.status == SKIPPED and "ttft_p99_s is available once" in slo.message
+    assert slo.status == SKIPPED and "ttft_p99_s needs a workload" in slo.message
 
 
 def test_plan_the_engine_rejects_is_an_error_naming_the_file(tmp_path):

@@ -1,0 +1,70 @@
+"""Benchmark: trace loading and summarising (rows/s), closed-form planning, and a 10k-request simulation.
+
+Run: python benchmarks/bench_plan.py [TRACE_DIR]   (default: ../shared/data/traces beside the repo)
+Prints wall-clock figures (best of several runs); nothing here is asserted (see tests for correctness).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from kvplan.plans.fleet import FleetWorkload, Shape, parse_slo, plan_aggregated
+from kvplan.plans.plan import fleet_workload
+from kvplan.sim import simulate_plan
+from kvplan.workload.summary import summarise
+from kvplan.workload.traces import read_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv", "conversation_trace.jsonl")
+SLOS = [parse_slo("ttft", "p99<=2s"), parse_slo("tpot", "p90<=50ms")]
+
+
+def best(func, runs: int = 3):
+    times, value = [], None
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        value = func()
+        times.append(time.perf_counter() - t0)
+    return min(times), value
+
+
+def bench_traces(directory: Path) -> None:
+    for name in TRACES:
+        path = directory / name
+        if not path.exists():
+            print(f"{path}: absent, skipped")
+            continue
+        t_load, trace = best(lambda: read_trace(path))
+        t_sum, _ = best(lambda: summarise(trace))
+        t_stats, workload = best(lambda: FleetWorkload.from_trace(trace))
+        n = trace.requests
+        print(f"{name}: {n:,} requests; load {t_load * 1e3:.0f} ms ({n / t_load:,.0f} rows/s); summarise "
+              f"{t_sum * 1e3:.1f} ms ({n / t_sum:,.0f} rows/s); plan statistics {t_stats * 1e3:.1f} ms")
+        if name.endswith("conv.csv"):
+            t_plan, plan = best(lambda: plan_aggregated("llama-3.1-8b", "h100-sxm", workload, SLOS))
+            print(f"  closed-form plan (llama-3.1-8b on h100-sxm): {t_plan * 1e3:.0f} ms → {plan.instances} instance(s)")
+            t_sim, sim = best(lambda: simulate_plan(plan, workload, None), runs=2)
+            print(f"  simulation of the whole trace: {t_sim:.2f} s ({sim.requests / t_sim:,.0f} requests/s, "
+                  f"{sim.steps:,} steps, {sim.mixed_steps:,} with prefill)")
+
+
+def bench_simulation(requests: int = 10_000) -> None:
+    for qps, isl, osl, model, tp in ((20, "1k:4k", "200:800", "llama-3.1-8b", 1), (400, "256", "512", "llama-3.1-70b", 8)):
+        workload = fleet_workload(qps=qps, isl=isl, osl=osl)
+        t_plan, plan = best(lambda: plan_aggregated(model, "h100-sxm", workload, SLOS, Shape(tp=tp)))
+        t_sim, sim = best(lambda: simulate_plan(plan, workload, requests, seed=0), runs=2)
+        print(f"{model} tp{tp} at {qps} req/s (ISL {isl}, OSL {osl}): plan {t_plan * 1e3:.0f} ms → {plan.instances} "
+              f"instance(s); {requests:,}-request simulation {t_sim:.2f} s ({requests / t_sim:,.0f} requests/s, "
+              f"{sim.steps:,} steps, {sim.mixed_steps:,} with prefill)")
+
+
+def main() -> None:
+    directory = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "traces"
+    bench_traces(directory)
+    bench_simulation()
+
+
+if __name__ == "__main__":
+    main()

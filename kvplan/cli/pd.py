@@ -1,0 +1,114 @@
+"""``kvplan pd MODEL HARDWARE``: prefill/decode disaggregation (xPyD) with the KV transfer on the real link."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.workload import TraceFormatOpt
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+from kvplan.errors import InputError
+from kvplan.plans.latency import Efficiencies
+from kvplan.plans.pd import PDSettings, plan_pd
+from kvplan.plans.pd_link import PLACEMENTS
+from kvplan.plans.pd_report import pd_hint
+from kvplan.units import parse_bandwidth, parse_list, parse_seconds, parse_tokens
+
+
+
+def _tps(text: str, flag: str) -> list[int]:
+    def one(item: str) -> int:
+        if not item.isdigit() or int(item) < 1:
+            raise InputError(f"{flag} values must be whole numbers >= 1 (got '{item}')", f"e.g. {flag} 1,2,4,8")
+        return int(item)
+
+    return parse_list(text, one, what=flag)
+
+
+@handle_errors
+def pd_command(
+    model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
+    hardware: Annotated[str, typer.Argument(help="Prefill hardware card (or a system card, e.g. hgx-h100-8).")],
+    decode_hardware: Annotated[Optional[str], typer.Option(
+        "--decode-hardware", help="Decode hardware when it differs (e.g. h20); default: HARDWARE.")] = None,
+    system: Annotated[Optional[str], typer.Option(
+        "--system", help="System card of the prefill pool (node / supernode links), e.g. hgx-h100-8.")] = None,
+    decode_system: Annotated[Optional[str], typer.Option(
+        "--decode-system", help="System card of the decode pool (default: --system for the same hardware).")] = None,
+    placement: Annotated[str, typer.Option(
+        "--placement", help=f"P↔D placement: {', '.join(PLACEMENTS)} (auto: scale-up if one xPyD unit fits its "
+                            "domain, else NIC).")] = "auto",
+    qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s.")] = None,
+    isl: Annotated[Optional[str], typer.Option(
+        "--isl", help="Prompt tokens: 8k, or mean=8k,p99=64k / p50=…,p99=… (lognormal).")] = None,
+    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")] = None,
+    arrival_cv: Annotated[Optional[float], typer.Option(
+        "--arrival-cv", help="Inter-arrival CV (1 = Poisson; default 1, or from the trace).")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file (Mooncake JSONL, Azure CSV).")] = None,
+    trace_format: TraceFormatOpt = "auto",
+    ttft: Annotated[str, typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=4s'.")] = "p99<=4s",
+    tpot: Annotated[str, typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = "p99<=100ms",
+    prefill_tp: Annotated[str, typer.Option("--prefill-tp", help="Prefill TP sizes to search (one value fixes it).")] = "1,2,4,8",
+    decode_tp: Annotated[str, typer.Option("--decode-tp", help="Decode TP sizes to search (one value fixes it).")] = "1,2,4,8",
+    prefill_instances: Annotated[Optional[int], typer.Option(
+        "--prefill-instances", help="Evaluate this many prefill instances (with --decode-instances) instead of searching.")] = None,
+    decode_instances: Annotated[Optional[int], typer.Option("--decode-instances", help="Decode instances to evaluate.")] = None,
+    cached_prefix_fraction: Annotated[float, typer.Option(
+        "--cached-prefix-fraction", help="Share of prompt tokens served from a KV cache tier (prefill computes the rest; "
+                                         "the transfer moves all).")] = 0.0,
+    link_bandwidth: Annotated[Optional[str], typer.Option(
+        "--link-bandwidth", help="P→D line rate per GPU per direction, e.g. 50GB/s or 400Gbps (replaces the card's).")] = None,
+    link_efficiency: Annotated[Optional[float], typer.Option(
+        "--link-efficiency", help="Share of line rate reached (Mooncake RoCE: 0.87).")] = None,
+    link_latency: Annotated[Optional[str], typer.Option("--link-latency", help="Fixed latency per transfer, e.g. 20us.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
+    kv_dtype: Annotated[str, typer.Option(
+        "--kv-dtype", "--kv-cache-dtype", help="KV dtype of both pools: auto, bf16, fp16, fp8, int8, int4, fp4.")] = "auto",
+    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, …")] = "auto",
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option(
+        "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Engine cap on running sequences.")] = 256,
+    chunk_size: Annotated[str, typer.Option(
+        "--chunk-size", "--max-num-batched-tokens", help="Chunked-prefill budget of the aggregated alternative.")] = "8k",
+    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (both pools).")] = None,
+    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (both pools).")] = None,
+    step_overhead: Annotated[Optional[str], typer.Option("--step-overhead", help="Fixed time per forward pass.")] = None,
+    no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
+    no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
+    allow_long_context: Annotated[bool, typer.Option(
+        "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Recommend xPyD (counts and TP per pool) for percentile SLOs, beside the aggregated plan, with sensitivity rows."""
+    if trace is not None and any(v is not None for v in (isl, osl)):
+        raise InputError("give --trace or --isl/--osl, not both", "a trace carries its own lengths (--qps rescales its rate)")
+    settings = PDSettings(
+        engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        efficiencies=Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops,
+                                  step_overhead_s=parse_seconds(step_overhead) if step_overhead else None),
+    )
+    result = plan_pd(
+        model, hardware, decode_hardware=decode_hardware, system=system, decode_system=decode_system,
+        placement=placement, qps=qps, isl=isl, osl=osl, trace=trace, trace_format=trace_format, arrival_cv=arrival_cv,
+        ttft=ttft, tpot=tpot, prefill_tp=_tps(prefill_tp, "--prefill-tp"), decode_tp=_tps(decode_tp, "--decode-tp"), prefill_instances=prefill_instances,
+        decode_instances=decode_instances, cached_prefix_fraction=cached_prefix_fraction,
+        link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
+        link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
+        settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
+        allow_long_context=allow_long_context, cards=cards_dirs(cards),
+    )
+    if not result.failed:
+        emit(result, fmt, output, explain)
+        return
+    emit(replace(result, failed=False, verdict=None if fmt in ("json", "csv") else result.verdict), fmt, output, explain)
+    typer.echo(f"Error: {result.verdict}", err=True)
+    typer.echo(f"Hint: {pd_hint(result.rows)}", err=True)
+    raise typer.Exit(1)

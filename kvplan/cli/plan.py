@@ -1,0 +1,111 @@
+"""``kvplan plan MODEL HARDWARE``: from a workload (flags or a trace) to an aggregated fleet with percentile latencies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.latency import EngineOneOpt, HardwareArg, ModelArg, WeightsDtypeOpt
+from kvplan.cli.options import CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
+                                 TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
+from kvplan.errors import InfeasibleError
+from kvplan.plans.fleet import EngineSettings, Shape, parse_slo
+from kvplan.plans.latency import Efficiencies
+from kvplan.plans.plan import fleet_workload, plan, presentation
+from kvplan.units import parse_list, parse_seconds, parse_tokens
+
+LengthOpt = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
+
+
+def _float_list(text: str) -> list[float]:
+    from kvplan.errors import InputError
+
+    def one(item: str) -> float:
+        try:
+            return float(item.rstrip("x×"))
+        except ValueError:
+            raise InputError(f"--scale: cannot read '{item}'", "write multipliers as 2,5,10") from None
+    return parse_list(text, one, what="--scale")
+
+
+@handle_errors
+def plan_command(
+    model: ModelArg,
+    hardware: HardwareArg,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file: Azure CSV, Mooncake JSONL, or a CSV with --columns.")] = None,
+    qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s (with --trace: rescale it to this rate).")] = None,
+    isl: Annotated[Optional[str], typer.Option("--isl", help=f"Prompt tokens: {LengthOpt}.")] = None,
+    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")] = None,
+    arrival_cv: ArrivalCVOpt = 1.0,
+    turns: TurnsOpt = 1,
+    think_time: ThinkTimeOpt = "0s",
+    shared_prefix: SharedPrefixOpt = "0",
+    trace_format: TraceFormatOpt = "auto",
+    columns: ColumnsOpt = None,
+    timestamp_unit: TimestampUnitOpt = None,
+    skip_bad_rows: SkipBadRowsOpt = False,
+    rate_basis: Annotated[str, typer.Option("--rate-basis", help="A trace's rate: mean, or peak (busiest minute).")] = "mean",
+    ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s'.")] = None,
+    tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")] = None,
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline stages per instance.")] = 1,
+    engine: EngineOneOpt = "vllm",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
+    weights_dtype: WeightsDtypeOpt = "auto",
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", help="Engine memory fraction (engine default).")] = None,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="The engine's batch cap.")] = 256,
+    chunk_size: Annotated[str, typer.Option("--chunk-size", "--max-num-batched-tokens", help="Tokens per step (chunked prefill).")] = "8192",
+    block_size: Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")] = None,
+    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")] = None,
+    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")] = None,
+    step_overhead: Annotated[Optional[str], typer.Option("--step-overhead", help="Fixed time per step, e.g. 300us.")] = None,
+    max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
+    max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
+    scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
+    simulate: Annotated[bool, typer.Option("--simulate", help="Check the closed form by simulating the planned fleet.")] = False,
+    sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate (default: the whole trace, or 10000).")] = None,
+    sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampled workloads.")] = 0,
+    allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow contexts beyond the card's max.")] = False,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Instances, GPUs, batch, KV demand and p50/p90/p99 TTFT/TPOT for a workload; the binding constraint; scale-out."""
+    workload = fleet_workload(
+        trace=trace, qps=qps, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
+        think_time_s=parse_seconds(think_time), shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True),
+        trace_format=trace_format, columns=columns, timestamp_unit=timestamp_unit, skip_bad_rows=skip_bad_rows,
+        rate_basis=rate_basis, sample_requests=sample, seed=seed)
+    slos = [parse_slo(kind, text) for kind, text in (("ttft", ttft), ("tpot", tpot)) if text is not None]
+    settings = EngineSettings(
+        engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
+        efficiencies=Efficiencies(eta_mem, eta_flops, parse_seconds(step_overhead) if step_overhead else None))
+    result = plan(model, hardware, workload, slos, Shape(tp, pp), settings, scale=_float_list(scale),
+                  simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
+                  max_utilization=max_utilization, allow_long_context=allow_long_context, cards=cards_dirs(cards))
+    skipped = getattr(workload.trace, "skipped_lines", ())
+    if skipped:
+        shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
+        result.assumptions.insert(0, f"skipped {len(skipped)} malformed row{'s' if len(skipped) > 1 else ''} (lines {shown})")
+    failed, reason = result.failed, result.verdict
+    result.failed, result.verdict = False, None
+    if fmt in ("table", "markdown"):
+        emit_tables(result, presentation(result), fmt, output, explain)
+    else:
+        emit(result, fmt, output, explain)
+    if failed:
+        raise InfeasibleError(reason, _hint(result.rows[0]))
+
+
+def _hint(row: dict) -> str:
+    return {
+        "kv_capacity": "raise --tp or --pp, use --kv-dtype fp8, or quantise the weights (--weights-dtype fp8)",
+        "tpot_slo": "relax --tpot, or use faster hardware, a larger --tp or lighter weights",
+        "ttft_slo": "relax --ttft, or use faster hardware or a larger --tp",
+    }.get(row["binding_constraint"], "raise --max-gpus, relax the SLOs or lower the rate")

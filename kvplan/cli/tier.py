@@ -1,0 +1,113 @@
+"""``kvplan tier MODEL [HARDWARE] --system SYSTEM``: place the KV cache across HBM, DRAM, CXL, NVMe and a remote pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
+from kvplan.errors import InputError
+from kvplan.plans.latency import Efficiencies
+from kvplan.plans.tier_inputs import CapacityOverrides
+from kvplan.plans.tier_reuse import from_trace, from_workload, with_rag_documents
+from kvplan.plans.tiers import tier_plan
+from kvplan.report.tier_chart import hit_rate_chart
+from kvplan.report.tier_tables import presentation
+from kvplan.units import parse_bytes, parse_seconds, parse_tokens
+from kvplan.workload.synthetic import workload_from_flags
+
+SizeOpt = Optional[str]
+
+
+def _bytes(text: str | None) -> float | None:
+    return None if text is None else float(parse_bytes(text))
+
+
+@handle_errors
+def tier_command(
+    model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
+    hardware: Annotated[Optional[str], typer.Argument(help="Hardware card (or give --system).")] = None,
+    system: Annotated[Optional[str], typer.Option("--system", help="System card: a node and its tiers (hgx-h100-8).")] = None,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Mooncake-style JSONL trace with hash_ids.")] = None,
+    trace_format: TraceFormatOpt = "auto",
+    rate: RateOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    turns: TurnsOpt = 1,
+    think_time: ThinkTimeOpt = "0s",
+    system_prompt: Annotated[str, typer.Option(
+        "--system-prompt-tokens", "--shared-prefix", help="System-prompt tokens shared by every session.")] = "0",
+    rag_docs: Annotated[Optional[int], typer.Option("--rag-docs", help="RAG: documents in the corpus (one per request).")] = None,
+    rag_doc_tokens: Annotated[str, typer.Option("--rag-doc-tokens", help="RAG: tokens per document.")] = "4k",
+    rag_zipf: Annotated[float, typer.Option("--rag-zipf", help="RAG: Zipf exponent of document popularity (0 = uniform).")] = 1.0,
+    arrival_cv: ArrivalCVOpt = 1.0,
+    sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 50_000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed (sampling, decode contexts).")] = 0,
+    tiers: Annotated[Optional[Path], typer.Option("--tiers", help="YAML list of tiers replacing the card's.")] = None,
+    dram_per_node: Annotated[SizeOpt, typer.Option("--dram-per-node", help="Host DRAM per node, e.g. 1TB.")] = None,
+    cxl_per_node: Annotated[SizeOpt, typer.Option("--cxl-per-node", help="CXL memory per node.")] = None,
+    nvme_per_node: Annotated[SizeOpt, typer.Option("--nvme-per-node", help="NVMe cache capacity per node.")] = None,
+    remote_pool: Annotated[SizeOpt, typer.Option("--remote-pool", help="Remote pool capacity in total, e.g. 20TB.")] = None,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", help="Nodes (systems) in the fleet; default: fewest stable.")] = None,
+    decode_batch: Annotated[Optional[float], typer.Option(
+        "--decode-batch", help="Sequences decoding per instance (default: Little's law from the rate).")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", "--tensor-parallel-size", help="GPUs per instance (default: a whole node).")] = None,
+    kv_dtype: KVDtypeOpt = "auto",
+    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, …")] = "auto",
+    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option(
+        "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
+    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")] = None,
+    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency.")] = None,
+    overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP all-reduces with compute.")] = False,
+    ttft_slo: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO for the PD feedback, e.g. 'p99<=10s'.")] = None,
+    tpot_slo: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO for the PD feedback, e.g. 'p99<=100ms'.")] = None,
+    no_pd: Annotated[bool, typer.Option("--no-pd", help="Skip the PD feedback (plan_pd with and without the cache).")] = False,
+    chart: Annotated[Optional[Path], typer.Option("--chart", help="Write the hit-rate curve with tier boundaries (PNG).")] = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Tier placement: capacity, content, hit rate, break-even and savings per tier, and the hot path's TPOT."""
+    flags = any(v is not None for v in (rate, isl, osl))
+    if rag_docs is not None and trace is not None:
+        raise InputError("--rag-docs describes a flag workload; a trace carries its own reuse")
+    if trace is not None and flags:
+        raise InputError("give --trace or workload flags (--qps/--isl/--osl), not both")
+    if trace is not None:
+        reuse = from_trace(trace, trace_format=trace_format)
+    elif rate is not None and isl is not None and osl is not None:
+        spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
+                                   think_time_s=parse_seconds(think_time),
+                                   shared_prefix_tokens=parse_tokens(system_prompt, allow_zero=True))
+        reuse = from_workload(spec, sample_requests=sample, seed=seed)
+        if rag_docs is not None:
+            reuse = with_rag_documents(reuse, rag_docs, parse_tokens(rag_doc_tokens), rag_zipf, seed)
+    else:
+        raise InputError("no workload: give --trace FILE, or --qps, --isl and --osl",
+                         "e.g. kvplan tier llama-3.1-70b --system hgx-h100-8 --trace conversation_trace.jsonl")
+    if chart is not None and chart.suffix.lower() != ".png":
+        raise InputError(f"--chart {chart}: charts are PNG files", "name it e.g. tiers.png")
+    overrides = CapacityOverrides(host_dram=_bytes(dram_per_node), cxl=_bytes(cxl_per_node),
+                                  nvme=_bytes(nvme_per_node), remote=_bytes(remote_pool))
+    plan = tier_plan(model, hardware, system=system, reuse=reuse, tp=tp, nodes=nodes,
+                     decode_batch=decode_batch, kv_dtype=kv_dtype,
+                     weights_dtype=weights_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization,
+                     tiers_file=tiers, overrides=overrides,
+                     efficiencies=Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops), overlap_comm=overlap_comm,
+                     seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards))
+    if chart is not None:
+        hit_rate_chart(chart, plan.curve_tokens, plan.curve_hit_rate, plan.boundaries, plan.unlimited_hit_rate,
+                       plan.result.title)
+        typer.echo(f"Wrote {chart}", err=True)
+    result = plan.result
+    if fmt in ("table", "markdown"):
+        emit_tables(result, presentation(result), fmt, output, explain)
+        if result.failed:
+            raise typer.Exit(1)
+    else:
+        emit(result, fmt, output, explain)

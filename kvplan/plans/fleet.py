@@ -1,0 +1,477 @@
+"""``kvplan plan``: from a workload (flags or a real trace) to an aggregated-serving fleet with percentile latencies.
+
+For one instance shape (``tp × pp`` GPUs, one engine with continuous batching and chunked
+prefill) :func:`plan_aggregated` finds the fewest instances N that hold the workload's KV, meet
+the TTFT and TPOT percentile SLOs and keep every queue stable, and says which constraint binds
+(what fails at N − 1): ``kv_capacity``, ``max_num_seqs``, ``tpot_slo`` (they cap the batch and so
+the decode slots), ``ttft_slo``, ``prefill_compute``, or ``utilization`` (no TTFT SLO given: queues
+kept at or below ``max_utilization``). The model and its approximations are in
+:mod:`kvplan.plans.fleet_model`; :mod:`kvplan.sim` checks them by simulation.
+
+A plan is infeasible (``FleetPlan.feasible`` false, the CLI exits 1) when no N can meet it — a
+request of p99 context does not fit an instance's KV pool, the TPOT SLO fails at batch 1 with no
+other traffic, the TTFT SLO fails for a prompt arriving at an empty fleet — or when it needs more
+than ``max_gpus``; the reason and the best achievable value are reported.
+
+A PD planner calls :func:`plan_aggregated` for the aggregated alternative.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.calc.kv import kv_layout
+from kvplan.calc.roofline import compute_dtype_for, model_cost
+from kvplan.cards.loader import load_hardware, load_model
+from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+from kvplan.errors import InputError
+from kvplan.plans import fleet_model as fm
+from kvplan.plans.fleet_model import STATS, FleetModel, LengthStats, Point, Slo
+from kvplan.plans.latency import Efficiencies, resolve_machine
+from kvplan.units import format_bytes, format_seconds, parse_seconds
+from kvplan.workload.summary import rate_buckets
+from kvplan.workload.synthetic import Workload
+from kvplan.workload.traces import Trace
+
+BINDING = ("kv_capacity", "max_num_seqs", "chunk_budget", "tpot_slo", "ttft_slo", "prefill_compute", "utilization")
+DEFAULT_SAMPLE = 100_000
+_SLO_TEXT = re.compile(r"^\s*(p\d{1,2}(?:\.\d+)?|mean)\s*<=\s*(\S+)\s*$", re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def parse_slo(kind: str, text: str) -> Slo:
+    """``'p99<=2s'`` → Slo('ttft', 'p99', 2.0); strict: a percentile pNN (or mean), '<=', a duration > 0."""
+    flag = f"--{kind}"
+    match = _SLO_TEXT.match(str(text))
+    hint = f"write {flag} as a percentile and a duration, e.g. {flag} 'p99<=2s' or {flag} 'p90<=50ms'"
+    if not match:
+        if re.match(r"^\s*(p\d{1,2}(?:\.\d+)?|mean)\s*<[^=]", str(text), re.IGNORECASE):
+            raise InputError(f"{flag}: cannot read SLO '{text}': write '<=' (a target is an upper bound)", hint)
+        raise InputError(f"{flag}: cannot read SLO '{text}'", hint)
+    stat = match.group(1).lower()
+    if stat != "mean" and not 0 < float(stat[1:]) < 100:
+        raise InputError(f"{flag}: percentile {stat} is not between p0 and p100", hint)
+    try:
+        limit = parse_seconds(match.group(2))
+    except InputError:
+        raise InputError(f"{flag}: cannot read the duration '{match.group(2)}' in '{text}'", hint) from None
+    if limit <= 0:
+        raise InputError(f"{flag}: the limit must be > 0 (got '{text}')", hint)
+    if stat.endswith(".0"):
+        stat = stat[:-2]
+    return Slo(kind, stat, limit)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One instance: tensor- and pipeline-parallel sizes."""
+
+    tp: int = 1
+    pp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine and its settings, under vLLM's names."""
+
+    engine: str = "vllm"
+    kv_dtype: str = "auto"
+    weights_dtype: str = "auto"
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int = 256
+    chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    block_size: int | None = None
+    efficiencies: Efficiencies = Efficiencies()
+
+
+@dataclass(frozen=True, eq=False)
+class FleetWorkload:
+    """Arrival rate and burstiness, the lengths' statistics, and how to replay it in the simulator."""
+
+    rate_per_s: float
+    arrival_scv: float
+    lengths: LengthStats
+    description: str
+    trace: Trace | None = None
+    spec: Workload | None = None
+    peak_rate_per_s: float | None = None
+
+    @classmethod
+    def from_trace(cls, trace: Trace, qps: float | None = None) -> FleetWorkload:
+        """A trace's own rate (``(n − 1) / duration``), or ``qps`` by rescaling its time axis."""
+        if trace.requests < 2 or trace.arrival_s[-1] <= 0:
+            raise InputError(f"trace '{trace.source}' needs at least two requests at different times to give a rate",
+                             "use a longer trace, or workload flags (--qps, --isl, --osl)")
+        gaps = np.diff(trace.arrival_s)
+        rate = 1.0 / float(gaps.mean())
+        scale = 1.0
+        if qps is not None:
+            _check_rate(qps)
+            scale = rate / qps
+            trace = replace(trace, arrival_s=trace.arrival_s * scale)
+            rate = qps
+        peak = float(rate_buckets(trace.arrival_s, 60.0).max()) / 60.0 if trace.arrival_s[-1] >= 60 else None
+        name = Path(trace.source).name or trace.source
+        text = f"trace {name}: {trace.requests:,} requests" + (f", time axis × {scale:.4g}" if qps else "")
+        return cls(rate, float(gaps.var() / gaps.mean() ** 2), LengthStats(trace.isl, trace.osl), text,
+                   trace=trace, peak_rate_per_s=peak)
+
+    @classmethod
+    def from_spec(cls, spec: Workload, sample_requests: int = DEFAULT_SAMPLE, seed: int = 0) -> FleetWorkload:
+        """A flag-defined workload: lengths from a seeded sample, ca² = arrival_cv² (measured for multi-turn)."""
+        sample = spec.sample(sample_requests, seed)
+        scv = spec.interarrival_scv(sample_requests, seed)
+        return cls(spec.rate_per_s, scv, LengthStats(sample.isl, sample.osl),
+                   f"flags: {sample_requests:,} sampled requests (seed {seed})", spec=spec)
+
+    def at_peak(self) -> FleetWorkload:
+        """Plan for the trace's busiest minute: the rate becomes the peak, the replay stays the trace."""
+        if not self.peak_rate_per_s:
+            raise InputError("--rate-basis peak needs a trace of at least a minute",
+                             "use --rate-basis mean, or give the peak rate with --qps")
+        return replace(self, rate_per_s=self.peak_rate_per_s,
+                       description=f"{self.description}; planned at the busiest minute's rate")
+
+    def scaled(self, multiplier: float) -> FleetWorkload:
+        """The same lengths and burstiness at ``multiplier`` × the rate."""
+        trace = self.trace
+        if trace is not None:
+            trace = replace(trace, arrival_s=trace.arrival_s / multiplier)
+        spec = self.spec.model_copy(update={"rate_per_s": self.spec.rate_per_s * multiplier}) if self.spec else None
+        peak = self.peak_rate_per_s * multiplier if self.peak_rate_per_s else None
+        return replace(self, rate_per_s=self.rate_per_s * multiplier, trace=trace, spec=spec,
+                       peak_rate_per_s=peak)
+
+    def replay(self, requests: int | None, seed: int = 0) -> Trace:
+        """What the simulator replays: the trace itself (its first ``requests``), or a fresh seeded sample."""
+        if self.trace is not None:
+            if requests is None or requests >= self.trace.requests:
+                return self.trace
+            return replace(self.trace, arrival_s=self.trace.arrival_s[:requests], isl=self.trace.isl[:requests],
+                           osl=self.trace.osl[:requests], block_offsets=None, block_ids=None)
+        return self.spec.sample(requests or 10_000, seed)
+
+
+def _check_rate(rate) -> None:
+    """A positive, finite arrival rate (InputError naming --qps otherwise)."""
+    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+        raise InputError(f"--qps must be > 0 (got {rate})", "the arrival rate in requests per second, e.g. --qps 400")
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class FleetPlan:
+    """An aggregated fleet for one workload: counts, batch, KV, memory, percentile latencies, binding constraint."""
+
+    model: str
+    hardware: str
+    shape: Shape
+    engine: EngineSettings
+    rate_per_s: float
+    slos: dict[str, Slo]
+    feasible: bool
+    binding_constraint: str
+    reason: str | None = None
+    hint: str | None = None
+    instances: int | None = None
+    point: Point | None = None
+    below: Point | None = None
+    figures: fm.InstanceFigures | None = None
+    memory: dict = field(default_factory=dict)
+    ttft: dict = field(default_factory=dict)
+    tpot: dict = field(default_factory=dict)
+    explain: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    setup: dict = field(default_factory=dict, repr=False)  # cost, machine, layout: for the simulator
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.shape.gpus
+
+    @property
+    def total_gpus(self) -> int | None:
+        return None if self.instances is None else self.instances * self.shape.gpus
+
+    @property
+    def batch_per_instance(self) -> int | None:
+        return self.point.batch_max if self.point is not None and self.point.batch_max else None
+
+    def row(self) -> dict:
+        """The plan as one flat JSON row (SI units, snake_case keys with unit suffixes)."""
+        p, f = self.point, self.figures
+        row = {
+            "model": self.model, "hardware": self.hardware, "engine": self.engine.engine, "tp": self.shape.tp,
+            "pp": self.shape.pp, "rate_per_s": self.rate_per_s, "instances": self.instances,
+            "gpus_per_instance": self.gpus_per_instance, "total_gpus": self.total_gpus,
+            "batch_per_instance": self.batch_per_instance,
+            "batch_kv": f.batch_kv if f else None, "batch_kv_mean": f.batch_kv_mean if f else None,
+            "batch_kv_p99": f.batch_kv_p99 if f else None,
+            "batch_tpot": p.batch_tpot if p is not None and "tpot" in self.slos else None,
+            "batch_mean": _num(p.batch_mean) if p is not None else None,
+            "concurrency": _num(p.concurrency) if p is not None else None,
+            "running_concurrency": _num(p.running) if p is not None else None,
+        }
+        row.update({k: _num(v) for k, v in self.memory.items()})
+        row.update({f"ttft_{s}_s": _num(self.ttft.get(s)) for s in STATS})
+        row.update({f"tpot_{s}_s": _num(self.tpot.get(s)) for s in STATS})
+        row.update({
+            "decode_step_s": _num(p.step_s) if p is not None else None,
+            "prefill_mean_s": _num(p.prefill_mean_s) if p is not None else None,
+            "prefill_utilization": _num(p.prefill_utilization) if p is not None else None,
+            "slot_utilization": _num(p.slot_utilization) if p is not None else None,
+            "interference_share": _num(p.rho_interference) if p is not None else None,
+            "ttft_slo": _slo_text(self.slos.get("ttft")), "tpot_slo": _slo_text(self.slos.get("tpot")),
+            "binding_constraint": self.binding_constraint, "feasible": self.feasible, "reason": self.reason,
+        })
+        return row
+
+
+def _num(value):
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _slo_text(slo: Slo | None) -> str | None:
+    return None if slo is None else f"{slo.stat}<={format_seconds(slo.limit_s).replace(' ', '')}"
+
+
+def plan_aggregated(
+    card: ModelCard | str, hw: HardwareCard | str, workload: FleetWorkload, slos: dict[str, Slo] | list[Slo] = (),
+    shape: Shape = Shape(), engine: EngineSettings = EngineSettings(), *, max_gpus: int | None = None,
+    max_utilization: float = 0.9, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+) -> FleetPlan:
+    """Fewest instances of ``shape`` that serve ``workload`` within ``slos``; see the module docstring."""
+    from kvplan.plans.fit import fit
+
+    card = card if isinstance(card, ModelCard) else load_model(card, cards)
+    hw = hw if isinstance(hw, HardwareCard) else load_hardware(hw, cards)
+    slos = slos if isinstance(slos, dict) else {s.kind: s for s in slos}
+    _check_inputs(card, workload, shape, engine, max_gpus, max_utilization, allow_long_context)
+    profile = get_profile(engine.engine)
+    chunk = engine.chunk_tokens
+    fitted = fit(card, hw, seq=[min(card.max_context, max(int(workload.lengths.context_max), 1))], batch=[1],
+                 kv_dtype=[engine.kv_dtype], tp=[shape.tp], pp=shape.pp, engine=[engine.engine],
+                 weights_dtype=engine.weights_dtype, gpu_memory_utilization=engine.gpu_memory_utilization,
+                 block_size=engine.block_size, max_num_batched_tokens=chunk, max_num_seqs=engine.max_num_seqs,
+                 allow_long_context=True)
+    fit_row = fitted.rows[0]
+    layout = kv_layout(card, profile, engine.kv_dtype, shape.tp, shape.pp, block_size=engine.block_size,
+                       max_num_batched_tokens=chunk)
+    cost = model_cost(card, profile, engine.weights_dtype, engine.kv_dtype, tps=[shape.tp])
+    dtype = compute_dtype_for(cost.weights_dtype, card.dtype)
+    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, engine.efficiencies, shape.tp)
+    pool = max(fit_row["num_blocks"] * fit_row["block_bytes_per_gpu"], 0.0)
+    figures = fm.instance_figures(cost, machine, shape.tp, workload.lengths, layout, pool, engine.max_num_seqs, chunk)
+    model = FleetModel(figures, workload.lengths, workload.rate_per_s, workload.arrival_scv, slos, max_utilization)
+    plan = FleetPlan(model=card.name, hardware=hw.name, shape=shape, engine=engine, rate_per_s=workload.rate_per_s,
+                     slos=slos, feasible=True, binding_constraint="none", figures=figures,
+                     setup={"cost": cost, "machine": machine, "layout": layout, "fit_row": fit_row,
+                            "context_mean": workload.lengths.context_mean, "context_p99": workload.lengths.context_p99,
+                            "decode_context": workload.lengths.decode_context})
+    plan.assumptions = list(dict.fromkeys([*fitted.assumptions, *notes, *_notes(card, workload, shape, engine, slos,
+                                                                               max_utilization)]))
+    _solve(plan, model, card, hw, workload, fit_row, max_gpus)
+    plan.explain = _explain(plan, workload, fit_row)
+    return plan
+
+
+def _check_inputs(card, workload, shape, engine, max_gpus, max_utilization, allow_long_context) -> None:
+    _check_rate(workload.rate_per_s)
+    for name, value in (("--tp", shape.tp), ("--pp", shape.pp), ("--max-num-seqs", engine.max_num_seqs),
+                        ("--chunk-size", engine.chunk_tokens)):
+        if not isinstance(value, int) or value < 1:
+            raise InputError(f"{name} must be a whole number >= 1 (got {value})", "see 'kvplan plan --help'")
+    if max_gpus is not None and max_gpus < 1:
+        raise InputError(f"--max-gpus must be >= 1 (got {max_gpus})", "the GPU budget of the whole fleet")
+    if not 0 < max_utilization < 1:
+        raise InputError(f"--max-utilization must be in (0, 1) (got {max_utilization})", "e.g. 0.9")
+    lengths = workload.lengths
+    if lengths.context_p99 > card.max_context and not allow_long_context:
+        raise InputError(
+            f"the workload's p99 context (ISL + OSL = {lengths.context_p99:,.0f} tokens) exceeds {card.name}'s "
+            f"max_context ({card.max_context:,})",
+            "pass --allow-long-context if the deployment extends the context (RoPE scaling), or use shorter requests")
+
+
+def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, fit_row, max_gpus) -> None:
+    f = plan.figures
+    best_ttft, best_tpot = model.best_alone()
+    plan.ttft, plan.tpot = best_ttft, best_tpot
+    if fit_row["kv_cache_memory_bytes"] <= 0 or f.batch_kv < 1:
+        plan.feasible, plan.binding_constraint = False, "kv_capacity"
+        if fit_row["kv_cache_memory_bytes"] <= 0:
+            plan.reason = (f"no KV memory: weights ({format_bytes(fit_row['weights_bytes_per_gpu'])} per GPU) and "
+                           f"reserves fill {hw.name} at tp={plan.shape.tp}, pp={plan.shape.pp}")
+        else:
+            need = format_bytes(float(np.percentile(f.seq_bytes_per_gpu, 99)))
+            plan.reason = (f"one request at the p99 context ({workload.lengths.context_p99:,.0f} tokens) needs "
+                           f"{need} of KV per GPU; the pool holds {format_bytes(f.pool_bytes_per_gpu)}")
+        plan.hint = "raise --tp or --pp, use --kv-dtype fp8, or quantise the weights (--weights-dtype fp8)"
+        return
+    for kind, values in (("tpot", best_tpot), ("ttft", best_ttft)):
+        slo = plan.slos.get(kind)
+        if slo is not None and not values[slo.stat] <= slo.limit_s:
+            plan.feasible, plan.binding_constraint = False, f"{kind}_slo"
+            what = ("a request decoding alone (batch 1, no prefill interference)" if kind == "tpot"
+                    else "a request arriving at an idle instance (prefill alone, no queueing)")
+            plan.reason = (f"{kind.upper()} {slo.stat} <= {format_seconds(slo.limit_s)} is unattainable: {what} "
+                           f"already takes {format_seconds(values[slo.stat])} ({kind} {slo.stat}); no batch size or "
+                           "instance count does better")
+            plan.hint = (f"relax --{kind} to at least {format_seconds(values[slo.stat])}, or use faster hardware, "
+                         "a larger --tp, or lighter weights (--weights-dtype fp8)")
+            return
+    try:
+        point, below = model.search()
+    except OverflowError:
+        plan.feasible, plan.binding_constraint = False, "instances"
+        plan.reason = "no fleet of up to 1,000,000 instances meets the SLOs"
+        plan.hint = "check the rate and the SLOs"
+        return
+    plan.point, plan.below, plan.instances = point, below, point.instances
+    plan.ttft, plan.tpot = point.ttft, point.tpot
+    plan.binding_constraint = _binding(below, f, plan.engine) if below is not None else "none"
+    plan.memory = _memory(plan, fit_row, hw)
+    if max_gpus is not None and plan.total_gpus > max_gpus:
+        plan.feasible = False
+        plan.reason = (f"needs {plan.total_gpus:,} GPUs ({plan.instances:,} instances × {plan.shape.gpus}), more than "
+                       f"--max-gpus {max_gpus:,} (binding: {plan.binding_constraint})")
+        plan.hint = "raise --max-gpus, relax the SLOs, or lower the rate"
+
+
+def _binding(below: Point, f: fm.InstanceFigures, engine: EngineSettings) -> str:
+    """What fails at one instance fewer; for unstable decode slots, whatever capped the batch."""
+    reason = below.failures[0]
+    if reason != "slots":
+        return reason
+    caps = {"tpot_slo": below.batch_tpot if below.batch_tpot < f.batch_cap else math.inf,
+            "kv_capacity": f.batch_kv, "max_num_seqs": engine.max_num_seqs, "chunk_budget": engine.chunk_tokens // 2}
+    return min(caps, key=lambda k: (caps[k], BINDING.index(k)))
+
+
+def _memory(plan: FleetPlan, fit_row: dict, hw: HardwareCard) -> dict:
+    p, f, gpus = plan.point, plan.figures, plan.shape.gpus
+    n = plan.instances
+    layout = plan.setup["layout"]
+    k_mean, k_p99, k_held = (float(x) for x in layout.sequence_bytes(
+        np.array([plan.setup["context_mean"], plan.setup["context_p99"], plan.setup["decode_context"]]), per_gpu=True))
+    per_instance_mean = p.running / n * k_mean * gpus
+    per_instance_p99 = p.running / n * k_p99 * gpus
+    capacity_instance = f.pool_bytes_per_gpu * gpus
+    weights = fit_row["weights_bytes_per_gpu"] * gpus * n
+    activations = fit_row["activation_bytes"] * gpus * n
+    return {
+        "kv_bytes_per_sequence_mean": k_mean * gpus, "kv_bytes_per_sequence_p99": k_p99 * gpus,
+        "kv_demand_mean_bytes": per_instance_mean * n, "kv_demand_p99_bytes": per_instance_p99 * n,
+        "kv_demand_mean_bytes_per_instance": per_instance_mean, "kv_demand_p99_bytes_per_instance": per_instance_p99,
+        "kv_held_mean_bytes": p.running * k_held * gpus,
+        "kv_capacity_bytes": capacity_instance * n, "kv_capacity_bytes_per_instance": capacity_instance,
+        "headroom_bytes": (capacity_instance - per_instance_p99) * n,
+        "weights_bytes": weights, "activation_bytes": activations,
+        "memory_demand_bytes": weights + activations + per_instance_mean * n,
+        "gpu_memory_bytes": hw.hbm_capacity_bytes * gpus * n,
+    }
+
+
+def _notes(card, workload: FleetWorkload, shape: Shape, engine: EngineSettings, slos, max_utilization) -> list[str]:
+    notes = [f"workload: {workload.description}; rate {workload.rate_per_s:,.4g} req/s, inter-arrival SCV "
+             f"{workload.arrival_scv:.3g} (renewal arrivals assumed)"]
+    if workload.peak_rate_per_s and workload.peak_rate_per_s > 1.2 * workload.rate_per_s:
+        notes.append(f"the trace's busiest minute runs at {workload.peak_rate_per_s:,.3g} req/s "
+                     f"({workload.peak_rate_per_s / workload.rate_per_s:.2f}× the mean); plan for it with "
+                     "--rate-basis peak")
+    notes.append(f"chunked prefill: {engine.chunk_tokens:,} tokens per step (max_num_batched_tokens), decode tokens "
+                 "first; the step that finishes a prompt emits its first token; no prefix caching")
+    if shape.pp > 1:
+        notes.append("pipeline parallelism: a step is timed as the whole model on tp GPUs; pp adds memory, "
+                     "not modelled throughput")
+    if "ttft" not in slos:
+        notes.append(f"no TTFT SLO: queues kept at or below {max_utilization:.0%} utilisation")
+    if "tpot" not in slos:
+        notes.append("no TPOT SLO: the batch is capped by KV capacity and max_num_seqs only")
+    beyond = int((workload.lengths.isl + workload.lengths.osl > card.max_context).sum())
+    if beyond:
+        notes.append(f"{beyond:,} requests exceed {card.name}'s max_context ({card.max_context:,}); planned as given")
+    return notes
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def _explain(plan: FleetPlan, workload: FleetWorkload, fit_row: dict) -> list[str]:
+    L, f = workload.lengths, plan.figures
+    lines = [
+        f"workload: λ = {workload.rate_per_s:,.4g} req/s, ca² = {workload.arrival_scv:.3g}; ISL mean "
+        f"{L.mean_isl:,.0f}, OSL mean {L.mean_osl:,.1f}; context C = ISL + OSL: mean {L.context_mean:,.0f}, "
+        f"p99 {L.context_p99:,.0f}; decode context L̄ = E[Σj (ISL + j)] / E[n] = {L.decode_context:,.0f}",
+        f"KV pool per GPU = {fit_row['num_blocks']:,} blocks × {fit_row['block_bytes_per_gpu']:,.0f} B = "
+        f"{format_bytes(f.pool_bytes_per_gpu)}; k(C) per GPU: mean {format_bytes(f.seq_bytes_per_gpu.mean())}, "
+        f"p99 {format_bytes(np.percentile(f.seq_bytes_per_gpu, 99))}",
+        f"batch from KV: B·E[k] + 2.326·√B·sd[k] <= pool → B_kv = {f.batch_kv:,} (pool / k(mean C) = "
+        f"{f.batch_kv_mean:,}, pool / k(p99 C) = {f.batch_kv_p99:,}); cap = min(B_kv, max_num_seqs "
+        f"{plan.engine.max_num_seqs}, chunk/2 {plan.engine.chunk_tokens // 2}) = {f.batch_cap:,}",
+        f"step t(b) at L̄: b=1 {format_seconds(f.step_s[1])}, b={int(f.b_grid[-2])} {format_seconds(f.step_s[-2])}; "
+        f"prefill alone S(ISL): mean {format_seconds(f.prefill_alone_s.mean())}, max point "
+        f"{format_seconds(f.prefill_alone_s.max())}",
+    ]
+    p = plan.point
+    if p is None:
+        lines.append(f"infeasible ({plan.binding_constraint}): {plan.reason}")
+        return lines
+    n = p.instances
+    lam_i = p.rate_per_s / n
+    (c1, th1), (c2, th2) = p.slot_wait, p.prefill_wait
+    lines += [
+        f"N = {n:,} instances → λ_i = λ/N = {lam_i:,.4g} req/s per instance",
+        f"batch for TPOT: largest b with TPOT {plan.slos['tpot'].stat if 'tpot' in plan.slos else '—'} <= SLO = "
+        f"{p.batch_tpot:,}; batch_per_instance = min(cap, that) = {p.batch_max:,}",
+        f"interference ρx = λ_i·E[X] = {p.rho_interference:.4g}; packing k = 1 + λ_i·t = {p.packing:.3g} "
+        f"prompts per mixed step; prefill utilisation λ_i·E[X + (S − X)/k] = {p.prefill_utilization:.4g}; own prefill "
+        f"E[S] + (k − 1)·E[X] = {format_seconds(p.prefill_mean_s)}",
+        f"TPOT mean = t(B̄+1)/(1 − ρx) = {format_seconds(p.tpot['mean'])}; p50/p90/p99 = " + _three(p.tpot),
+        f"occupancy B̄ = λ_i·(own prefill + E[n]·TPOT) = {lam_i:.4g} × ({format_seconds(p.prefill_mean_s)} + "
+        f"{L.mean_steps:,.1f} × {format_seconds(p.tpot['mean'])}) = {p.batch_mean:,.3g} (Little's law)",
+        f"decode slots: c = N × B = {n * p.batch_max:,}, utilisation {p.slot_utilization:.4g}, Erlang-C P(wait) = "
+        f"{c1:.3g}, tail θ = {_th(th1)}",
+        f"prefill queue: c = N = {n:,}, Erlang-C P(wait) = {c2:.3g}, tail θ = {_th(th2)} (Allen–Cunneen "
+        "(ca² + cs²)/2 / (c/S − λ))",
+        f"TTFT = W_slot + W_prefill + residual {format_seconds(p.residual_s)} + S: mean "
+        f"{format_seconds(p.ttft['mean'])}, p50/p90/p99 = " + _three(p.ttft),
+        f"concurrency = λ·(E[TTFT] + E[n]·TPOT) = {p.concurrency:,.4g}; running (holding KV) = "
+        f"λ·(own prefill + E[n]·TPOT) = {p.running:,.4g}",
+        f"KV demand = running × k(C) × GPUs/instance: mean {format_bytes(plan.memory['kv_demand_mean_bytes'])}, "
+        f"p99 context {format_bytes(plan.memory['kv_demand_p99_bytes'])}; held on average (k at L̄) "
+        f"{format_bytes(plan.memory['kv_held_mean_bytes'])}; capacity {format_bytes(plan.memory['kv_capacity_bytes'])}",
+    ]
+    if plan.below is not None:
+        b = plan.below
+        failed = ", ".join(b.failures)
+        lines.append(f"at N − 1 = {b.instances:,}: fails {failed} → binding: {plan.binding_constraint}")
+    else:
+        lines.append("one instance meets every constraint → binding: none")
+    if not plan.feasible:
+        lines.append(f"infeasible: {plan.reason}")
+    return lines
+
+
+def _three(values: dict) -> str:
+    return " / ".join(format_seconds(values[s]) for s in ("p50", "p90", "p99"))
+
+
+def _th(theta: float) -> str:
+    return "∞" if not math.isfinite(theta) else format_seconds(theta)

@@ -1,0 +1,405 @@
+"""``kvplan pd``: prefill/decode disaggregation (xPyD) sized for percentile SLOs, the KV transfer on the real link.
+
+For a workload (rate, ISL/OSL or a trace) and SLOs on TTFT and TPOT, :func:`plan_pd` searches
+prefill TP × decode TP (default {1, 2, 4, 8} each, up to the scale-up domain; prefill and decode
+hardware may differ) and, for each pair, the fewest decode and prefill instances
+(:mod:`kvplan.plans.pd_search`):
+
+    TTFT = prefill queue wait (M/G/c) + prefill + exposed KV transfer + first decode step (+ link wait)
+    TPOT = decode step at the batch a request sees (Little's law occupancy, its percentile)
+
+over the link that joins the pools (:mod:`kvplan.plans.pd_link`), with decode-side staging memory
+for KV in flight and the link's utilisation. The plan with the fewest GPUs meeting both SLOs wins;
+ties go to the higher capacity (largest rate it serves within the SLOs, per GPU).
+
+Beside it: the aggregated alternative (continuous batching with chunked prefill on the prefill
+hardware, prefill chunks interfering with decode) from :func:`kvplan.plans.fleet.plan_aggregated`,
+searched over the same TPs, and the verdict; then a sensitivity table (ISL × 2, OSL × 2, rate × 2,
+link bandwidth ÷ 4) of re-planned PD rows, marked by ``scenario``.
+
+``goodput_per_gpu`` = requests/s meeting the SLOs per GPU = qps / total GPUs for a feasible plan,
+0 otherwise. ``prefill_goodput_per_gpu`` and ``decode_goodput_per_gpu`` are what one instance of
+each pool serves alone (DistServe's per-phase figures) per GPU; ``rate_matched_xpyd`` the smallest
+unit they imply (:func:`kvplan.calc.disagg.rate_matched_xpyd`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kvplan.calc.kv import kv_layout
+from kvplan.calc.roofline import compute_dtype_for, model_cost
+from kvplan.cards.loader import load_model
+from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+from kvplan.errors import InfeasibleError, InputError, MissingFigureError
+from kvplan.plans.fleet import parse_slo
+from kvplan.plans.latency import Efficiencies, resolve_machine
+from kvplan.plans.pd_link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
+                                  same_place)
+from kvplan.plans.pd_model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
+                                   transfer_model, valid_tps, workload_from_inputs)
+from kvplan.plans.pd_report import aggregated_rows, explain_plan, infeasible_row, pd_columns, pd_row, verdict
+from kvplan.plans.pd_search import PairModel, Point
+from kvplan.result import Result
+from kvplan.units import format_bytes
+from kvplan.workload.traces import Trace, read_trace
+
+TPS = (1, 2, 4, 8)
+SCENARIOS = (("isl×2", {"isl": 2.0}), ("osl×2", {"osl": 2.0}), ("rate×2", {"rate": 2.0}),
+             ("link bandwidth ÷4", {"link": 0.25}))
+
+
+@dataclass(frozen=True)
+class PDSettings:
+    """Engine settings shared by both pools (vLLM's names)."""
+
+    engine: str = "vllm"
+    kv_dtype: str = "auto"
+    weights_dtype: str = "auto"
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int = 256
+    chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    efficiencies: Efficiencies = Efficiencies()
+
+
+@dataclass
+class Pool:
+    """One side resolved: its cards, roofline cost and machine, and the engine's fit per TP."""
+
+    side: Side
+    tps: list[int]
+    cost: object
+    machine: object
+    fits: dict
+
+
+@dataclass
+class Setup:
+    card: ModelCard
+    prefill: Pool
+    decode: Pool
+    ttft: object
+    tpot: object
+    settings: PDSettings
+    placement: str
+    override: LinkOverride
+    cached_fraction: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    tp_p: int
+    tp_d: int
+    link: PathLink
+    pair: PairModel
+    point: Point
+    capacity_per_s: float = math.nan
+
+    @property
+    def total_gpus(self) -> int:
+        return self.point.x * self.tp_p + self.point.y * self.tp_d
+
+
+@dataclass
+class Outcome:
+    """One planning run: the chosen candidate (None when nothing meets the SLOs) and why not."""
+
+    best: Candidate | None
+    binding: str | None = None
+    best_ttft_s: float = math.inf
+    best_tpot_s: float = math.inf
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_pd(
+    model: str | ModelCard, hardware: str | HardwareCard, *, decode_hardware: str | HardwareCard | None = None,
+    system: str | SystemCard | None = None, decode_system: str | SystemCard | None = None, placement: str = "auto",
+    qps: float | None = None, isl=None, osl=None, trace: str | Path | Trace | None = None, trace_format: str = "auto",
+    arrival_cv: float | None = None, ttft: str = "p99<=4s", tpot: str = "p99<=100ms",
+    prefill_tp: Sequence[int] = TPS, decode_tp: Sequence[int] = TPS, prefill_instances: int | None = None,
+    decode_instances: int | None = None, cached_prefix_fraction: float = 0.0,
+    link_bandwidth_bytes_per_s: float | None = None, link_efficiency: float | None = None,
+    link_latency_s: float | None = None, settings: PDSettings = PDSettings(), aggregated: bool = True,
+    sensitivity: bool = True, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+) -> Result:
+    """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
+    if isinstance(trace, (str, Path)):
+        trace = read_trace(trace, trace_format=trace_format)
+    workload = workload_from_inputs(qps, isl, osl, arrival_cv, trace)
+    setup = _setup(model, hardware, decode_hardware, system, decode_system, placement, ttft, tpot, prefill_tp,
+                   decode_tp, cached_prefix_fraction, LinkOverride(link_bandwidth_bytes_per_s, link_efficiency,
+                                                                  link_latency_s), settings, workload,
+                   allow_long_context, cards)
+    fixed = _fixed(prefill_instances, decode_instances, setup)
+    base = _plan(setup, workload, setup.override, fixed)
+    rows = [_row(setup, workload, base, "base")]
+    agg = aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_long_context, cards) \
+        if aggregated else []
+    rows += agg
+    if sensitivity:
+        for name, change in SCENARIOS:
+            scaled = workload.scaled(isl=change.get("isl", 1.0), osl=change.get("osl", 1.0),
+                                     rate=change.get("rate", 1.0))
+            override = replace(setup.override, bandwidth_scale=change.get("link", 1.0))
+            rows.append(_row(setup, scaled, _plan(setup, scaled, override, fixed), name))
+            if scaled.isl_max + scaled.osl_max > setup.card.max_context >= workload.isl_max + workload.osl_max:
+                setup.notes.append(f"sensitivity {name}: the longest request ({scaled.isl_max + scaled.osl_max:,.0f} "
+                                   f"tokens) exceeds {setup.card.name}'s max_context; planned as if it were extended")
+    notes = list(dict.fromkeys([*workload.notes, *setup.notes, *base.notes,
+                                *(n for r in agg for n in r.pop("_notes", []))]))
+    explain = explain_plan(setup, workload, base, rows)
+    text, failed = verdict(setup, rows[0], agg[0] if agg else None, base, fixed=fixed is not None)
+    title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
+             f"{setup.decode.side.name}")
+    return Result(title=title, rows=rows, columns=pd_columns(setup), explain=explain, assumptions=notes,
+                  verdict=text, failed=failed)
+
+
+# --------------------------------------------------------------------------- set-up
+
+
+def _setup(model, hardware, decode_hardware, system, decode_system, placement, ttft, tpot, prefill_tp, decode_tp,
+           cached_fraction, override, settings, workload: PDWorkload, allow_long_context, cards) -> Setup:
+    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+    if placement not in PLACEMENTS:
+        raise InputError(f"unknown placement '{placement}'", f"choose one of: {', '.join(PLACEMENTS)}")
+    if not 0 <= cached_fraction < 1:
+        raise InputError(f"--cached-prefix-fraction must be in [0, 1) (got {cached_fraction})",
+                         "the share of prompt tokens served from a KV cache tier, e.g. 0.5")
+    if settings.max_num_seqs < 1:
+        raise InputError(f"--max-num-seqs must be >= 1 (got {settings.max_num_seqs})", "vLLM's default is 256")
+    longest = workload.isl_max + workload.osl_max
+    p99 = workload.isl_quantile(0.99) + workload.osl_p99
+    if p99 > card.max_context and not allow_long_context:
+        raise InputError(f"the p99 request (ISL {workload.isl_quantile(0.99):,.0f} + OSL {workload.osl_p99:,.0f} = "
+                         f"{p99:,.0f} tokens) exceeds {card.name}'s max_context ({card.max_context:,})",
+                         "lower --isl/--osl, or pass --allow-long-context if the deployment extends the context")
+    late_notes = []
+    if longest > card.max_context:
+        late_notes.append(f"the longest requests (up to {longest:,.0f} tokens) exceed {card.name}'s max_context "
+                          f"({card.max_context:,}); planned as given")
+    p_side = load_side(hardware, system, cards)
+    d_side = load_side(decode_hardware, decode_system or (system if decode_hardware is None else None), cards) \
+        if decode_hardware is not None or decode_system is not None else p_side
+    notes: list[str] = []
+    pools = []
+    for side, tps, what in ((p_side, prefill_tp, "prefill"), (d_side, decode_tp, "decode")):
+        pools.append(_pool(card, side, list(tps), settings, what, longest, notes))
+    setup = Setup(card, pools[0], pools[1], parse_slo("ttft", ttft), parse_slo("tpot", tpot), settings, placement,
+                  override, cached_fraction, notes + late_notes)
+    notes.extend(_standard_notes(setup))
+    return setup
+
+
+def _pool(card, side: Side, tps: list[int], s: PDSettings, what: str, longest: float, notes: list) -> Pool:
+    from kvplan.plans.fit import fit
+
+    for t in tps:
+        if not isinstance(t, int) or t < 1:
+            raise InputError(f"--{what}-tp values must be whole numbers >= 1 (got {t})", "e.g. --prefill-tp 1,2,4,8")
+    ok, dropped = valid_tps(card, tps, side.scale_up_domain, what)
+    notes.extend(dropped)
+    if not ok:
+        raise InputError(f"no usable {what} TP among {tps} for {card.name} on {side.name}",
+                         "; ".join(dropped) or "pass other --tp values")
+    profile = get_profile(s.engine)
+    fitted = fit(card, side.hardware, seq=[int(min(longest, card.max_context))], batch=[1], kv_dtype=[s.kv_dtype],
+                 tp=ok, engine=[s.engine], weights_dtype=s.weights_dtype,
+                 gpu_memory_utilization=s.gpu_memory_utilization, max_num_batched_tokens=s.chunk_tokens,
+                 max_num_seqs=s.max_num_seqs, allow_long_context=True)
+    notes.extend(fitted.assumptions)
+    fits = {r["tp"]: r for r in fitted.rows if r["num_blocks"] > 0}
+    if not fits:
+        worst = fitted.rows[-1]
+        wider = (f"TP {', '.join(str(t) for t in tps if t not in ok)} exceed(s) {side.name}'s scale-up domain "
+                 f"({side.scale_up_domain:g}): give a --{'decode-' if what == 'decode' else ''}system card with a "
+                 "larger domain, " if len(ok) < len(tps) else "use larger TPs (a scale-up domain that holds them), ")
+        raise InfeasibleError(
+            f"{card.name} does not fit the {what} hardware {side.hardware.name} at any TP in {ok}: at tp="
+            f"{worst['tp']} the weights take {format_bytes(worst['weights_bytes_per_gpu'])} per GPU of "
+            f"{format_bytes(worst['gpu_memory_bytes'])} and leave no KV memory",
+            f"{wider}quantise the weights (--weights-dtype fp8), or choose a GPU with more memory")
+    for r in fitted.rows:
+        if r["tp"] not in fits:
+            notes.append(f"{what} tp={r['tp']} skipped: the weights ({format_bytes(r['weights_bytes_per_gpu'])} per "
+                         f"GPU) leave no KV memory on {side.hardware.name}")
+    tps_ok = sorted(fits)
+    cost = model_cost(card, profile, s.weights_dtype, s.kv_dtype, tps=tps_ok)
+    dtype = compute_dtype_for(cost.weights_dtype, card.dtype)
+    machine, machine_notes = resolve_machine(side.node_hardware, dtype, cost.weights_dtype, cost.layers, s.efficiencies,
+                                             max(tps_ok))
+    notes.extend(machine_notes)
+    return Pool(side, tps_ok, cost, machine, fits)
+
+
+def _fixed(prefill_instances, decode_instances, setup: Setup) -> tuple[int, int] | None:
+    if prefill_instances is None and decode_instances is None:
+        return None
+    if prefill_instances is None or decode_instances is None:
+        raise InputError("--prefill-instances and --decode-instances go together",
+                         "give both to evaluate one xPyD, or neither to search")
+    if prefill_instances < 1 or decode_instances < 1:
+        raise InputError(f"instance counts must be >= 1 (got {prefill_instances}P{decode_instances}D)")
+    if len(setup.prefill.tps) != 1 or len(setup.decode.tps) != 1:
+        raise InputError("evaluating a fixed xPyD needs one --prefill-tp and one --decode-tp",
+                         "e.g. --prefill-tp 4 --decode-tp 8 --prefill-instances 3 --decode-instances 1")
+    return int(prefill_instances), int(decode_instances)
+
+
+def _standard_notes(setup: Setup) -> list[str]:
+    notes = [
+        "prefill instances run one prompt at a time, unchunked (M/G/c over prompts); TTFT = queue wait + prefill + "
+        "exposed KV transfer + first decode step (+ link wait); percentiles of independent terms are added",
+        "P→D transfer: the decode instance's KV of all ISL tokens (engine layout, paged); min(prefill TP, decode TP) "
+        "links in parallel; layer-wise overlap with prefill; the prefill GPU is free once its last layer is sent",
+        "decode: continuous batching at the mean decode context ISL + OSL/2; batch percentile from M/G/∞ occupancy "
+        "(normal approximation, peakedness (1 + ca²)/2); KV of transfers in flight (Little's law) held on the "
+        "decode GPUs",
+    ]
+    if setup.cached_fraction:
+        notes.append(f"cached prefix: prefill computes (1 − {setup.cached_fraction:g}) of each prompt (the rest is "
+                     "served from a KV cache tier; loading it is not timed here), the transfer still moves all ISL "
+                     "tokens")
+    return notes
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def _models(setup: Setup, workload: PDWorkload):
+    s = setup.settings
+    profile = get_profile(s.engine)
+    prefill = {}
+    for tp in setup.prefill.tps:
+        row = setup.prefill.fits[tp]
+        pool = row["num_blocks"] * row["block_bytes_per_gpu"]
+        layout = kv_layout(setup.card, profile, s.kv_dtype, tp, max_num_batched_tokens=s.chunk_tokens)
+        service = prefill_service_s(setup.prefill.cost, setup.prefill.machine, workload.isl, setup.cached_fraction, tp)
+        fits = float(layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
+        prefill[tp] = PrefillModel(tp, service, workload.weights, pool, row["weights_bytes_per_gpu"], fits)
+    decode = {}
+    context = workload.isl_mean + workload.osl_mean / 2
+    for tp in setup.decode.tps:
+        row = setup.decode.fits[tp]
+        pool = row["num_blocks"] * row["block_bytes_per_gpu"]
+        layout = kv_layout(setup.card, profile, s.kv_dtype, tp, max_num_batched_tokens=s.chunk_tokens)
+        per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
+                             * workload.weights).sum())
+        longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
+        cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
+        batch, step = decode_table(setup.decode.cost, setup.decode.machine, tp, context, max(cap, 1))
+        decode[tp] = DecodeModel(tp, batch, step, pool, row["weights_bytes_per_gpu"], per_request, longest,
+                                 layout.sequence_bytes(workload.isl, per_gpu=True), context, s.max_num_seqs)
+    return prefill, decode
+
+
+def _kinds(setup: Setup, fixed, tp_p: int, tp_d: int) -> list[str]:
+    p, d = setup.prefill.side, setup.decode.side
+    if setup.placement != "auto":
+        return [path_kind(setup.placement, p, d, 0)]
+    if fixed is not None:
+        return [path_kind("auto", p, d, _unit(fixed[0], fixed[1], tp_p, tp_d))]
+    if not same_place(p, d):
+        return ["nic"]
+    return [k for k in ("scale_up", "host_link", "nic") if k == "nic" or p.link(k) is not None]
+
+
+def _unit(x: int, y: int, tp_p: int, tp_d: int) -> int:
+    g = math.gcd(x, y)
+    return x // g * tp_p + y // g * tp_d
+
+
+def _in_scope(kind: str, unit: int, side: Side) -> bool:
+    """Whether an xPyD unit of ``unit`` GPUs fits where path ``kind`` reaches (domain, node, anywhere)."""
+    if kind == "scale_up":
+        return unit <= side.scale_up_domain
+    if kind == "host_link":
+        return unit <= side.node_accelerators
+    return True
+
+
+def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> Outcome:
+    prefill, decode = _models(setup, workload)
+    candidates, failures, link_errors = [], [], []
+    layers = setup.card.num_layers
+    for tp_p, tp_d in itertools.product(setup.prefill.tps, setup.decode.tps):
+        for kind in _kinds(setup, fixed, tp_p, tp_d):
+            try:
+                link = resolve_link(kind, setup.prefill.side, setup.decode.side, override)
+            except MissingFigureError as exc:
+                if setup.placement != "auto" or fixed is not None:
+                    raise
+                link_errors.append(exc)
+                continue
+            pm, dm = prefill[tp_p], decode[tp_d]
+            transfer = transfer_model(dm.receive_bytes_per_gpu, tp_d, tp_p, pm.service_s, layers,
+                                      link.bandwidth_bytes_per_s, link.latency_s)
+            pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot)
+            if fixed is not None:
+                candidates.append(Candidate(tp_p, tp_d, link, pair, pair.evaluate(*fixed)))
+                break
+            point, reason = pair.search()
+            if point is None:
+                failures.append((reason, pair, link, tp_p, tp_d))
+                break
+            if setup.placement == "auto" and not _in_scope(kind, _unit(point.x, point.y, tp_p, tp_d),
+                                                           setup.prefill.side):
+                continue  # the xPyD unit does not fit this path's scope: plan again over the slower path
+            candidates.append(Candidate(tp_p, tp_d, link, pair, point))
+            break
+    if not candidates and not failures and link_errors:
+        raise link_errors[0]
+    notes = [n for f in failures for n in f[2].notes]
+    if fixed is not None:
+        c = candidates[0]
+        c.capacity_per_s = c.pair.capacity_per_s(c.point.x, c.point.y)
+        return Outcome(c, None if c.point.ok else c.point.failures[0], notes=list(c.link.notes))
+    ok = [c for c in candidates if c.point.ok]
+    if ok:
+        fewest = min(c.total_gpus for c in ok)
+        tied = [c for c in ok if c.total_gpus == fewest]
+        for c in tied:
+            c.capacity_per_s = c.pair.capacity_per_s(c.point.x, c.point.y)
+        best = max(tied, key=lambda c: (c.capacity_per_s, -c.tp_p - c.tp_d))
+        notes = list(best.link.notes)
+        unit = _unit(best.point.x, best.point.y, best.tp_p, best.tp_d)
+        if setup.placement != "auto" and not _in_scope(best.link.kind, unit, setup.prefill.side):
+            notes.append(f"--placement {setup.placement}: one {best.point.x}P{best.point.y}D unit needs {unit} GPUs, "
+                         f"more than {setup.prefill.side.name} joins over its {best.link.kind} link; planned as asked")
+        return Outcome(best, notes=notes)
+    return _infeasible(setup, failures, notes)
+
+
+def _infeasible(setup: Setup, failures, notes) -> Outcome:
+    reasons = [f[0] for f in failures]
+    best_tpot = min((f[1].tpot_floor_s() for f in failures), default=math.inf)
+    best_ttft = min((f[1].ttft_floor_s() for f in failures if f[0] not in ("prefill_kv_capacity",
+                                                                             "decode_kv_capacity")),
+                    default=math.inf)
+    if all(r == "prefill_kv_capacity" for r in reasons):
+        binding = "prefill_kv_capacity"
+    elif all(r in ("prefill_kv_capacity", "decode_kv_capacity") for r in reasons):
+        binding = "decode_kv_capacity"
+    elif best_tpot > setup.tpot.limit_s:
+        binding = "tpot_slo"
+    elif best_ttft > setup.ttft.limit_s:
+        binding = "ttft_slo"
+    else:
+        binding = max(set(reasons), key=reasons.count)
+    return Outcome(None, binding, best_ttft, best_tpot, notes=notes)
+
+
+def _row(setup: Setup, workload: PDWorkload, outcome: Outcome, scenario: str) -> dict:
+    if outcome.best is None:
+        return infeasible_row(setup, workload, outcome, scenario)
+    return pd_row(setup, workload, outcome.best, scenario)
+
+
+__all__ = ["PDSettings", "plan_pd", "TPS", "SCENARIOS"]

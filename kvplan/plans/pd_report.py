@@ -1,0 +1,362 @@
+"""Rows, the aggregated alternative, the chain of numbers and the verdict of ``kvplan pd``.
+
+Every row (disaggregated, aggregated, sensitivity) has the same keys (:data:`ROW_KEYS`), SI units,
+``None`` where a figure does not apply or is not finite.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from kvplan.calc.disagg import rate_matched_xpyd
+from kvplan.errors import KvplanError
+from kvplan.plans.pd_link import PATH_NAMES
+from kvplan.units import format_bytes, format_seconds
+
+STATS = ("mean", "p50", "p90", "p95", "p99")
+ROW_KEYS = [
+    "scenario", "mode", "model", "prefill_hardware", "decode_hardware", "xpyd", "prefill_instances",
+    "decode_instances", "prefill_tp", "decode_tp", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
+    "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
+    "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
+    "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s", "decode_batch_mean",
+    "decode_batch_at_slo", "decode_kv_budget_bytes_per_gpu", "decode_kv_used_bytes_per_gpu",
+    "decode_staging_bytes_per_gpu", *(f"ttft_{s}_s" for s in STATS), *(f"tpot_{s}_s" for s in STATS), "ttft_slo",
+    "tpot_slo", "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
+    "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
+    "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason",
+]
+NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "decode KV capacity",
+         "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
+         "kv_capacity": "KV capacity", "prefill_compute": "prefill compute", "chunk_budget": "chunk budget",
+         "utilization": "utilisation", "none": "none"}
+
+
+def pd_columns(setup) -> list[str]:
+    return ["scenario", "mode", "xpyd", "prefill_tp", "decode_tp", "total_gpus", "link_kind", "kv_transfer_s",
+            f"ttft_{setup.ttft.stat}_s", f"tpot_{setup.tpot.stat}_s", "goodput_per_gpu", "feasible",
+            "binding_constraint"]
+
+
+def _num(value):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def slo_text(slo) -> str:
+    """'TTFT p99 ≤ 4.000 s'."""
+    return f"{slo.kind.upper()} {slo.stat} ≤ {format_seconds(slo.limit_s)}"
+
+
+def _slo(slo) -> str:
+    return f"{slo.stat}<={format_seconds(slo.limit_s).replace(' ', '')}"
+
+
+def _blank(setup, workload, scenario: str, mode: str) -> dict:
+    row = dict.fromkeys(ROW_KEYS)
+    row.update({"scenario": scenario, "mode": mode, "model": setup.card.name,
+                "prefill_hardware": setup.prefill.side.hardware.name,
+                "decode_hardware": setup.decode.side.hardware.name, "qps": workload.rate_per_s,
+                "arrival_scv": workload.arrival_scv, "isl_mean": workload.isl_mean, "osl_mean": workload.osl_mean,
+                "cached_prefix_fraction": setup.cached_fraction, "ttft_slo": _slo(setup.ttft),
+                "tpot_slo": _slo(setup.tpot), "goodput_per_gpu": 0.0, "feasible": False})
+    return row
+
+
+def _weighted(values, workload) -> float:
+    return float((np.asarray(values) * workload.weights).sum())
+
+
+def binding_of(setup, values: dict, prefill_binding: str | None, decode_binding: str | None) -> str:
+    """What sized the plan: the constraint that fails with one prefill or one decode instance fewer
+    (both pools at their minimum: ``none``); when both pools bind, the one closer to its limit
+    (value / limit over SLOs, memory, sequences, link)."""
+    binding = [b for b in (prefill_binding, decode_binding) if b not in (None, "none")]
+    if len(binding) < 2:
+        return binding[0] if binding else "none"
+    ratios = {
+        "ttft_slo": values.get(f"ttft_{setup.ttft.stat}_s", 0) / setup.ttft.limit_s,
+        "tpot_slo": values.get(f"tpot_{setup.tpot.stat}_s", 0) / setup.tpot.limit_s,
+        "decode_kv_capacity": values.get("decode_kv_utilization", 0),
+        "max_num_seqs": values.get("decode_seq_utilization", 0),
+        "link": values.get("link_utilization", 0),
+    }
+    return max(binding, key=lambda k: ratios.get(k, 0.0) if math.isfinite(ratios.get(k, 0.0)) else math.inf)
+
+
+def pd_row(setup, workload, cand, scenario: str) -> dict:
+    """The disaggregated plan of one candidate as a row."""
+    p, pair, link = cand.point, cand.pair, cand.link
+    v, t, pm, dm = p.values, pair.t, pair.p, pair.d
+    row = _blank(setup, workload, scenario, "disaggregated")
+    total = cand.total_gpus
+    r_p, r_d = pair.prefill_rate_alone(), pair.decode_rate_alone()
+    ux, uy, _ = rate_matched_xpyd(r_p, r_d, cand.tp_p, cand.tp_d)
+    if math.isnan(cand.capacity_per_s):
+        cand.capacity_per_s = pair.capacity_per_s(p.x, p.y)
+    row.update({
+        "xpyd": f"{p.x}P{p.y}D", "prefill_instances": p.x, "decode_instances": p.y, "prefill_tp": cand.tp_p,
+        "decode_tp": cand.tp_d, "prefill_gpus": p.x * cand.tp_p, "decode_gpus": p.y * cand.tp_d, "total_gpus": total,
+        "link_kind": link.kind, "link": link.name, "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
+        "link_latency_s": link.latency_s, "links_per_transfer": t.links,
+        "kv_transfer_bytes": _weighted(t.bytes, workload), "kv_transfer_s": _weighted(t.transfer_s, workload),
+        "exposed_transfer_s": _weighted(t.exposed_s, workload), "link_utilization": _num(v["link_utilization"]),
+        "link_wait_s": _num(v["link_wait_s"]), "prefill_s": pm.mean_s, "prefill_utilization": v["prefill_utilization"],
+        "first_decode_step_s": v["first_decode_step_s"], "decode_batch_mean": _num(v.get("decode_batch_mean")),
+        "decode_batch_at_slo": _num(v.get(f"decode_batch_{setup.tpot.stat}", v.get("decode_batch_mean"))),
+        "decode_kv_budget_bytes_per_gpu": dm.kv_budget_bytes_per_gpu,
+        "decode_kv_used_bytes_per_gpu": _num(v.get("decode_kv_used_bytes_per_gpu")),
+        "decode_staging_bytes_per_gpu": _num(v.get("decode_staging_bytes_per_gpu")),
+        **{f"ttft_{s}_s": _num(v.get(f"ttft_{s}_s")) for s in STATS},
+        **{f"tpot_{s}_s": _num(v.get(f"tpot_{s}_s")) for s in STATS},
+        "goodput_per_gpu": workload.rate_per_s / total if p.ok else 0.0,
+        "capacity_per_gpu": cand.capacity_per_s / total, "prefill_goodput_per_gpu": r_p / cand.tp_p,
+        "decode_goodput_per_gpu": r_d / cand.tp_d, "rate_matched_xpyd": f"{ux}P{uy}D" if ux else None,
+        "feasible": p.ok,
+        "prefill_binding": (pair.evaluate(p.x - 1, p.y, full=False).failures or ["none"])[0] if p.x > 1 else None,
+        "decode_binding": _decode_binding(pair, p),
+        "reason": None if p.ok else f"fails {', '.join(dict.fromkeys(p.failures))} at {p.x}P{p.y}D",
+    })
+    row["binding_constraint"] = binding_of(setup, v, row["prefill_binding"], row["decode_binding"]) if p.ok \
+        else p.failures[0]
+    for s in (setup.ttft.stat, setup.tpot.stat):  # an SLO statistic outside STATS (p95, p99.9)
+        for kind in ("ttft", "tpot"):
+            row.setdefault(f"{kind}_{s}_s", _num(v.get(f"{kind}_{s}_s")))
+    return row
+
+
+def _decode_binding(pair, p) -> str | None:
+    if p.y <= 1:
+        return None
+    fewer = pair.evaluate(p.x, p.y - 1, full=False)
+    decode = [f for f in fewer.failures if f in ("tpot_slo", "decode_kv_capacity", "max_num_seqs")]
+    return (decode or fewer.failures or ["none"])[0]
+
+
+def infeasible_row(setup, workload, outcome, scenario: str) -> dict:
+    row = _blank(setup, workload, scenario, "disaggregated")
+    row.update({"binding_constraint": outcome.binding, "best_achievable_ttft_s": _num(outcome.best_ttft_s),
+                "best_achievable_tpot_s": _num(outcome.best_tpot_s),
+                f"ttft_{setup.ttft.stat}_s": _num(outcome.best_ttft_s),
+                f"tpot_{setup.tpot.stat}_s": _num(outcome.best_tpot_s),
+                "reason": infeasible_reason(setup, outcome)})
+    return row
+
+
+def infeasible_reason(setup, outcome) -> str:
+    b = outcome.binding
+    if b == "ttft_slo":
+        return (f"{slo_text(setup.ttft)} is unattainable: with no queueing the best TP pair reaches "
+                f"{format_seconds(outcome.best_ttft_s)} (prefill + exposed transfer + first decode step)")
+    if b == "tpot_slo":
+        return (f"{slo_text(setup.tpot)} is unattainable: a decode step at batch 1 already takes "
+                f"{format_seconds(outcome.best_tpot_s)} on the fastest decode TP")
+    if b == "decode_kv_capacity":
+        return "the longest request's KV does not fit one decode instance at any decode TP"
+    if b == "prefill_kv_capacity":
+        return "the longest prompt's KV does not fit one prefill instance at any prefill TP"
+    return f"no configuration meets the constraints ({NAMES.get(b, b)})"
+
+
+# --------------------------------------------------------------------------- the aggregated alternative
+
+
+def aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_long_context, cards) -> list[dict]:
+    """The best aggregated fleet on the prefill hardware over the same TPs (fewest GPUs), as one row."""
+    from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, plan_aggregated
+    from kvplan.workload.synthetic import Workload, parse_length
+
+    if trace is not None:
+        fleet_workload = FleetWorkload.from_trace(trace, qps)
+    else:
+        spec = Workload(rate_per_s=qps, isl=_length(isl, parse_length), osl=_length(osl, parse_length),
+                        arrival_cv=arrival_cv or 1.0)
+        fleet_workload = FleetWorkload.from_spec(spec)
+    fleet_workload = replace(fleet_workload, arrival_scv=workload.arrival_scv)
+    s = setup.settings
+    engine = EngineSettings(engine=s.engine, kv_dtype=s.kv_dtype, weights_dtype=s.weights_dtype,
+                            gpu_memory_utilization=s.gpu_memory_utilization, max_num_seqs=s.max_num_seqs,
+                            chunk_tokens=s.chunk_tokens, efficiencies=s.efficiencies)
+    plans, errors = [], []
+    for tp in setup.prefill.tps:
+        try:
+            plans.append(plan_aggregated(setup.card, setup.prefill.side.hardware, fleet_workload,
+                                         [setup.ttft, setup.tpot], Shape(tp=tp), engine,
+                                         allow_long_context=allow_long_context, cards=cards))
+        except KvplanError as exc:  # the alternative failing to plan must not hide the PD plan
+            errors.append(f"aggregated alternative at tp={tp} not planned: {exc.message}")
+    if not plans:
+        row = _blank(setup, workload, "base", "aggregated")
+        row.update({"reason": "; ".join(errors), "_notes": errors})
+        return [row]
+    ok = [p for p in plans if p.feasible]
+
+    def headroom(p):
+        return p.ttft[setup.ttft.stat] / setup.ttft.limit_s + p.tpot[setup.tpot.stat] / setup.tpot.limit_s
+
+    best = min(ok, key=lambda p: (p.total_gpus, headroom(p))) if ok else plans[-1]
+    fleet = best.row()
+    row = _blank(setup, workload, "base", "aggregated")
+    n, tp = best.instances, best.shape.tp
+    row.update({
+        "decode_hardware": setup.prefill.side.hardware.name, "xpyd": f"{n}×TP{tp}" if n else None,
+        "prefill_instances": n, "decode_instances": n, "prefill_tp": tp, "decode_tp": tp,
+        "total_gpus": best.total_gpus, "kv_transfer_bytes": 0.0, "kv_transfer_s": 0.0, "exposed_transfer_s": 0.0,
+        "prefill_s": fleet.get("prefill_mean_s"), "prefill_utilization": fleet.get("prefill_utilization"),
+        "decode_batch_mean": fleet.get("batch_mean"), "decode_batch_at_slo": fleet.get("batch_per_instance"),
+        **{f"ttft_{st}_s": _num(best.ttft.get(st)) for st in STATS},
+        **{f"tpot_{st}_s": _num(best.tpot.get(st)) for st in STATS},
+        "goodput_per_gpu": workload.rate_per_s / best.total_gpus if best.feasible else 0.0,
+        "feasible": best.feasible, "binding_constraint": best.binding_constraint, "reason": best.reason,
+        "interference_share": fleet.get("interference_share"),
+        "_notes": [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {s.chunk_tokens:,} tokens a "
+                   f"step) on {setup.prefill.side.hardware.name}, TP in {setup.prefill.tps}, the same arrival ca² "
+                   f"({workload.arrival_scv:.3g}) as the PD plan" +
+                   ("; it has no cached-prefix input, so it prefills whole prompts" if setup.cached_fraction else ""),
+                   *best.assumptions, *errors],
+    })
+    return [row]
+
+
+def _length(value, parse_length):
+    from kvplan.workload.synthetic import Fixed, LogNormal
+
+    if isinstance(value, (Fixed, LogNormal)):
+        return value
+    return parse_length(str(value))
+
+
+# --------------------------------------------------------------------------- verdict and explain
+
+
+def verdict(setup, pd: dict, agg: dict | None, outcome, fixed: bool = False) -> tuple[str, bool]:
+    """Which mode wins and why; failed when neither meets the SLOs (or a given xPyD does not)."""
+    text, failed = _compare(setup, pd, agg)
+    if fixed and not pd["feasible"]:
+        return f"the given {pd['xpyd']} does not meet {slo_text(setup.ttft)}, {slo_text(setup.tpot)}: " \
+               f"{pd['reason']}; {text}", True
+    return text, failed
+
+
+def _compare(setup, pd: dict, agg: dict | None) -> tuple[str, bool]:
+    slos = f"{slo_text(setup.ttft)}, {slo_text(setup.tpot)}"
+    if pd["feasible"]:
+        what = (f"disaggregated {pd['xpyd']} (prefill TP{pd['prefill_tp']}, decode TP{pd['decode_tp']}, KV over the "
+                f"{PATH_NAMES[pd['link_kind']]}) needs {pd['total_gpus']} GPUs, "
+                f"{pd['goodput_per_gpu']:.3g} req/s per GPU; binding: {NAMES.get(pd['binding_constraint'])}")
+    else:
+        what = f"disaggregation cannot meet {slos}: {pd['reason']}"
+    if agg is None:
+        return what, not pd["feasible"]
+    if agg["feasible"]:
+        other = (f"aggregated {agg['xpyd']} needs {agg['total_gpus']} GPUs, {agg['goodput_per_gpu']:.3g} req/s per "
+                 f"GPU; binding: {NAMES.get(agg['binding_constraint'], agg['binding_constraint'])}")
+    else:
+        other = f"aggregated cannot meet them: {agg['reason'] or agg['binding_constraint']}"
+    if pd["feasible"] and agg["feasible"]:
+        diff = agg["total_gpus"] - pd["total_gpus"]
+        if diff > 0:
+            win = f"disaggregation wins by {diff} GPU{'s' if diff > 1 else ''}"
+        elif diff < 0:
+            win = f"aggregated wins by {-diff} GPU{'s' if diff < -1 else ''}"
+        else:
+            win = "a tie in GPUs"
+        return f"{win}: {what}; {other}{_why(pd, agg)}", False
+    if pd["feasible"]:
+        return f"disaggregation wins: {what}; {other}", False
+    if agg["feasible"]:
+        return f"aggregated wins: {other}; {what}", False
+    return f"no plan meets {slos}: {what}; {other}", True
+
+
+def _why(pd: dict, agg: dict) -> str:
+    share = agg.get("interference_share")
+    if agg["binding_constraint"] == "tpot_slo" and share:
+        return (f" (aggregated decoders lose {share:.0%} of their steps to prefill chunks, so TPOT caps its batch; "
+                "disaggregation keeps prefill off the decode GPUs)")
+    if pd["exposed_transfer_s"] and pd["ttft_p99_s"] and pd["exposed_transfer_s"] > 0.1 * pd["ttft_p99_s"]:
+        return f" (the exposed KV transfer, {format_seconds(pd['exposed_transfer_s'])}, eats into PD's TTFT)"
+    return ""
+
+
+def explain_plan(setup, workload, outcome, rows) -> list[str]:
+    w = workload
+    lines = [
+        f"workload: λ = {w.rate_per_s:,.4g} req/s, ca² = {w.arrival_scv:.3g}; ISL mean {w.isl_mean:,.0f}, p50 "
+        f"{w.isl_quantile(0.5):,.0f}, p99 {w.isl_quantile(0.99):,.0f}, max {w.isl_max:,.0f} ({w.isl.size} bins); OSL "
+        f"mean {w.osl_mean:,.1f}, max {w.osl_max:,.0f}",
+    ]
+    c = outcome.best
+    if c is None:
+        return lines + [f"infeasible ({outcome.binding}): {infeasible_reason(setup, outcome)}"]
+    p, pair, link, row = c.point, c.pair, c.link, rows[0]
+    t, pm, dm, v = pair.t, pair.p, pair.d, p.values
+    lines += [
+        f"link: {link.name} ({link.kind}): {link.line_rate_bytes_per_s / 1e9:,.4g} GB/s per GPU × η "
+        f"{link.efficiency:g} = {link.bandwidth_bytes_per_s / 1e9:,.4g} GB/s; n = min(TP_p {c.tp_p}, TP_d {c.tp_d}) = "
+        f"{t.links} links per transfer; latency {_sec(link.latency_s)}",
+        f"KV per request = decode-GPU KV of ISL × TP_d = {_bytes(row['kv_transfer_bytes'])} (mean); transfer = "
+        f"latency + bytes / (n × bw) = {_sec(row['kv_transfer_s'])}; prefill E[S] = "
+        f"{_sec(pm.mean_s)} (cs² {pm.scv:.3g}); layer-wise over {setup.card.num_layers} layers → exposed "
+        f"{_sec(row['exposed_transfer_s'])}",
+        f"decode: context ISL + OSL/2 = {dm.context:,.0f}; KV per request {_bytes(dm.kv_request_bytes_per_gpu)} "
+        f"per GPU, budget {_bytes(dm.kv_budget_bytes_per_gpu)} per GPU, batch cap {dm.batch_cap:,.0f}; T(1) = "
+        f"{_sec(dm.step_s[0])}, T(cap) = {_sec(dm.step_s[-1])}",
+        f"decode pool y = {p.y}: b̄ = (λ/y)·E[OSL]·T(b̄) = {_g(v.get('decode_batch_mean'), '.4g')}; "
+        f"b_{setup.tpot.stat} = {_g(row['decode_batch_at_slo'], '.4g')} → TPOT {setup.tpot.stat} = "
+        f"{_sec(v.get(f'tpot_{setup.tpot.stat}_s'))} (limit {_sec(setup.tpot.limit_s)})",
+        f"staging = (λ/y)·E[transfer × bytes per GPU] = {_bytes(v.get('decode_staging_bytes_per_gpu'))} per GPU; KV "
+        f"used = b × KV per request + staging = {_bytes(v.get('decode_kv_used_bytes_per_gpu'))} of "
+        f"{_bytes(dm.kv_budget_bytes_per_gpu)}",
+        f"prefill pool x = {p.x}: utilisation λ·E[S]/x = {_g(v.get('prefill_utilization'), '.3g')}; "
+        f"TTFT = W(M/G/{p.x}) + S + exposed + first step {_sec(v.get('first_decode_step_s'))} + link wait "
+        f"{_sec(v.get('link_wait_s'))} → TTFT {setup.ttft.stat} = {_sec(v.get(f'ttft_{setup.ttft.stat}_s'))} (limit "
+        f"{_sec(setup.ttft.limit_s)})",
+        f"link utilisation = λ·E[bytes] / (min({p.x}×{c.tp_p}, {p.y}×{c.tp_d}) GPUs × bw) = "
+        f"{_g(v.get('link_utilization'), '.3g')}",
+        f"per GPU alone: prefill {_g(row['prefill_goodput_per_gpu'], '.4g')} req/s (TTFT = wait + prefill), decode "
+        f"{_g(row['decode_goodput_per_gpu'], '.4g')} req/s (TPOT) → rate-matched unit {row['rate_matched_xpyd']}",
+        f"{p.x}P{p.y}D = {p.x}×{c.tp_p} + {p.y}×{c.tp_d} = {c.total_gpus} GPUs; capacity within the SLOs "
+        f"{_g(c.capacity_per_s, ',.4g')} req/s; binding: {row['binding_constraint']} (prefill pool at x−1: "
+        f"{row['prefill_binding']}, decode pool at y−1: {row['decode_binding']})",
+    ]
+    return lines
+
+
+def _sec(value) -> str:
+    return format_seconds(value) if value is not None and math.isfinite(value) else "∞"
+
+
+def _bytes(value) -> str:
+    return format_bytes(value) if value is not None and math.isfinite(value) else "∞"
+
+
+def _g(value, spec: str) -> str:
+    return format(value, spec) if value is not None and math.isfinite(value) else "∞"
+
+
+def pd_hint(rows: list[dict]) -> str:
+    """What to change when no plan meets the SLOs (the CLI's Hint: line)."""
+    row = rows[0]
+    b = row.get("binding_constraint")
+    if row.get("prefill_instances") is not None and not row.get("feasible"):
+        return ("give more instances of the pool that fails, or drop --prefill-instances/--decode-instances "
+                "to let kvplan search")
+    if b == "ttft_slo":
+        best = row.get("best_achievable_ttft_s") or row.get(f"ttft_{row['ttft_slo'].split('<=')[0]}_s")
+        return (f"relax --ttft to at least {format_seconds(best)}" if best else "relax --ttft") + \
+            ", allow larger --prefill-tp, use faster prefill hardware or a faster link (--placement same-node)"
+    if b == "tpot_slo":
+        best = row.get("best_achievable_tpot_s") or row.get(f"tpot_{row['tpot_slo'].split('<=')[0]}_s")
+        return (f"relax --tpot to at least {format_seconds(best)}" if best else "relax --tpot") + \
+            ", allow larger --decode-tp, or use fp8 weights (--weights-dtype fp8)"
+    if b in ("decode_kv_capacity", "prefill_kv_capacity"):
+        return "allow larger TPs, use --kv-dtype fp8, or shorten the requests"
+    if b == "link":
+        return "use a faster path (--placement same-node) or more NICs (--link-bandwidth)"
+    return "relax the SLOs or lower the rate"

@@ -1,0 +1,222 @@
+"""``kvplan plan``: the fleet for a workload, its scale-out table and (optionally) a simulation beside it.
+
+Rows (what ``--format json`` prints):
+
+- ``kind: plan`` — the plan at the workload's rate: every key of :meth:`FleetPlan.row`
+  (``instances``, ``gpus_per_instance``, ``total_gpus``, ``batch_per_instance``, ``concurrency``,
+  ``kv_demand_mean_bytes``, ``kv_demand_p99_bytes``, ``kv_capacity_bytes``, ``headroom_bytes``,
+  ``ttft_{mean,p50,p90,p95,p99}_s``, ``tpot_…_s``, ``binding_constraint``, ``feasible``, …) and,
+  with ``simulate``, ``sim_ttft_…_s``, ``sim_tpot_…_s``, ``sim_requests``, ``sim_batch_mean``.
+- ``kind: scale`` — one row per rate multiplier (default 2×, 5×, 10×): instances, GPUs, batch,
+  binding constraint, feasibility and the percentile latencies of the re-planned fleet.
+
+``presentation`` turns that Result into the tables people read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from kvplan.cards.loader import load_hardware, load_model
+from kvplan.errors import InputError
+from kvplan.plans.fleet import EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_rate, plan_aggregated
+from kvplan.result import Result
+from kvplan.units import format_bytes, format_seconds
+from kvplan.workload.synthetic import workload_from_flags
+from kvplan.workload.traces import read_trace
+
+PLAN_COLUMNS = [
+    "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "concurrency", "kv_demand_mean_bytes",
+    "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
+    "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "binding_constraint", "feasible",
+]
+SCALE_COLUMNS = ["rate_multiplier", "rate_per_s", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
+                 "tpot_p99_s", "binding_constraint", "feasible"]
+BINDING_TEXT = {
+    "none": "none: one instance meets every constraint",
+    "kv_capacity": "KV capacity (the batch an instance's KV pool holds)",
+    "max_num_seqs": "max_num_seqs (the engine's batch cap)",
+    "chunk_budget": "the token budget per step (max_num_batched_tokens / 2 caps the batch)",
+    "tpot_slo": "TPOT SLO (the batch whose step time meets it)",
+    "ttft_slo": "TTFT SLO (prefill queueing)",
+    "prefill_compute": "prefill compute (prompts saturate the instances)",
+    "batch_feedback": "batch feedback (occupancy loop gain above 0.5: too close to the knee)",
+    "utilization": "queue utilisation above the ceiling (no TTFT SLO)",
+    "instances": "instance count limit",
+}
+
+
+def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None, isl: str | None = None,
+                   osl: str | None = None, arrival_cv: float = 1.0, turns: int = 1, think_time_s: float = 0.0,
+                   shared_prefix_tokens: int = 0, trace_format: str = "auto", columns: str | dict | None = None,
+                   timestamp_unit: str | None = None, skip_bad_rows: bool = False, rate_basis: str = "mean",
+                   sample_requests: int = 100_000, seed: int = 0) -> FleetWorkload:
+    """A workload from a trace file (``qps`` rescales its time axis) or from flags (``qps``, ``isl``, ``osl``, …).
+
+    Lengths are written as in :func:`kvplan.workload.synthetic.parse_length` (``2k``, ``mean=2k,p99=16k``,
+    ``p50=1k,p99=8k``) or ``MEAN:P99`` for a lognormal from its mean and p99.
+    """
+    if rate_basis not in ("mean", "peak"):
+        raise InputError(f"unknown --rate-basis '{rate_basis}'", "choose mean or peak")
+    if trace is not None:
+        if isl is not None or osl is not None:
+            raise InputError("give a --trace or --isl/--osl, not both", "a trace carries its own lengths")
+        result = FleetWorkload.from_trace(read_trace(trace, trace_format=trace_format, columns=columns,
+                                                     timestamp_unit=timestamp_unit, skip_bad_rows=skip_bad_rows), qps)
+        return result.at_peak() if rate_basis == "peak" else result
+    if qps is None or isl is None or osl is None:
+        raise InputError("no workload: give --trace FILE, or --qps, --isl and --osl",
+                         "e.g. kvplan plan llama-3.1-8b h100-sxm --qps 20 --isl 1k:8k --osl 256 --tpot 'p90<=50ms'")
+    if rate_basis == "peak":
+        raise InputError("--rate-basis peak applies to a trace", "with flags, give the peak rate as --qps")
+    if sample_requests < 1000:
+        raise InputError(f"--sample must be >= 1000 (got {sample_requests})", "it sets the length statistics")
+    _check_rate(qps)
+    try:
+        spec = workload_from_flags(rate_per_s=qps, isl=_length(isl), osl=_length(osl), arrival_cv=arrival_cv,
+                                   turns=turns, think_time_s=think_time_s, shared_prefix_tokens=shared_prefix_tokens)
+    except InputError as exc:
+        hint = exc.hint.replace("kvplan workload --help", "kvplan plan --help") if exc.hint else exc.hint
+        raise InputError(exc.message.replace("--rate:", "--qps:"), hint) from None
+    return FleetWorkload.from_spec(spec, sample_requests, seed)
+
+
+def _length(text: str) -> str:
+    """``'1k:8k'`` (mean:p99) → ``'mean=1k,p99=8k'``; anything else unchanged."""
+    text = str(text).strip()
+    if ":" in text and "=" not in text:
+        mean, _, p99 = text.partition(":")
+        return f"mean={mean.strip()},p99={p99.strip()}"
+    return text
+
+
+def plan(
+    model, hardware, workload: FleetWorkload, slos: Sequence[Slo] = (), shape: Shape = Shape(),
+    engine: EngineSettings = EngineSettings(), *, scale: Sequence[float] = (2, 5, 10), simulate: bool = False,
+    sim_requests: int | None = None, seed: int = 0, max_gpus: int | None = None, max_utilization: float = 0.9,
+    allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+) -> Result:
+    """The fleet for ``workload`` (one ``kind: plan`` row), a re-plan per rate multiplier, and optionally a simulation.
+
+    ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
+    """
+    card = load_model(model, cards) if not hasattr(model, "layer_groups") else model
+    hw = load_hardware(hardware, cards) if not hasattr(hardware, "hbm_capacity_bytes") else hardware
+    if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
+        raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
+    if sim_requests is None and workload.trace is None:
+        sim_requests = 10_000
+    if sim_requests is not None and sim_requests < 100:
+        raise InputError(f"--sim-requests must be >= 100 (got {sim_requests})", "10000 takes about a second")
+    kwargs = {"max_gpus": max_gpus, "max_utilization": max_utilization, "allow_long_context": allow_long_context}
+    main = plan_aggregated(card, hw, workload, list(slos), shape, engine, **kwargs)
+    row = {"kind": "plan", **main.row()}
+    notes = list(main.assumptions)
+    explain = list(main.explain)
+    if simulate:
+        if main.instances is None:
+            notes.append("simulation skipped: no fleet to simulate")
+        else:
+            from kvplan.sim import simulate_plan
+
+            sim = simulate_plan(main, workload, sim_requests, seed)
+            row.update(sim.stats())
+            explain += _sim_explain(main, sim)
+            source = "the trace" if workload.trace is not None else f"sampled, seed {seed}"
+            notes.append(f"simulation: {sim.requests:,} requests ({source})"
+                         f", {sim.measured:,} measured (warm-up and drain left out); {sim.steps:,} steps ({sim.mixed_steps:,} with prefill) "
+                         f"in {sim.wall_s:.2f} s")
+            if sim.rejected:
+                notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
+    rows = [row]
+    for multiplier in scale:
+        scaled = plan_aggregated(card, hw, workload.scaled(multiplier), list(slos), shape, engine, **kwargs)
+        rows.append(_scale_row(multiplier, scaled))
+    verdict = None if main.feasible else f"infeasible: {main.reason}"
+    title = (f"Fleet plan: {card.name} on {hw.name}, tp={shape.tp}" + (f" pp={shape.pp}" if shape.pp > 1 else "")
+             + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
+    return Result(title=title, rows=rows, columns=PLAN_COLUMNS, explain=explain, assumptions=notes,
+                  verdict=verdict, failed=not main.feasible)
+
+
+def _scale_row(multiplier: float, p: FleetPlan) -> dict:
+    row = p.row()
+    keep = ["rate_per_s", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "batch_mean",
+            "concurrency", "kv_demand_mean_bytes", *(f"{k}_{s}_s" for k in ("ttft", "tpot") for s in ("p50", "p90", "p99")),
+            "binding_constraint", "feasible", "reason"]
+    return {"kind": "scale", "rate_multiplier": multiplier, **{k: row.get(k) for k in keep}}
+
+
+def _sim_explain(p: FleetPlan, sim) -> list[str]:
+    lines = [f"simulation: {p.instances:,} instances × batch {p.batch_per_instance}, chunk {p.engine.chunk_tokens:,} "
+             f"tokens/step, JSQ router; mean decode batch {sim.mean_batch:,.3g} (closed form "
+             f"{p.point.batch_mean:,.3g})"]
+    stats = sim.stats()
+    for kind, values in (("ttft", p.ttft), ("tpot", p.tpot)):
+        parts = []
+        for s in ("p50", "p90", "p99"):
+            closed, simulated = values.get(s), stats.get(f"sim_{kind}_{s}_s")
+            parts.append(f"{s} {format_seconds(closed)} vs {format_seconds(simulated)} ({_diff(closed, simulated)})")
+        lines.append(f"  {kind.upper()} closed form vs simulation: " + "; ".join(parts))
+    return lines
+
+
+def _diff(closed, simulated) -> str:
+    if closed is None or simulated in (None, 0) or not math.isfinite(closed):
+        return "—"
+    return f"{(closed - simulated) / simulated * 100:+.1f}%"
+
+
+# --------------------------------------------------------------------------- tables for people
+
+
+def presentation(result: Result) -> list[Result]:
+    """The plan as quantity/value rows, closed form vs simulation when present, and the scale-out table."""
+    row = result.rows[0]
+    items = [("rate", f"{row['rate_per_s']:,.4g} req/s")]
+    if row["instances"] is not None:
+        items += [
+            ("instances × GPUs each = GPUs", f"{row['instances']:,} × {row['gpus_per_instance']} = {row['total_gpus']:,}"),
+            ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}"),
+            ("batch limits: KV (CLT p99) / KV at mean C / KV at p99 C / TPOT SLO",
+             " / ".join(_count(row.get(k)) for k in ("batch_kv", "batch_kv_mean", "batch_kv_p99", "batch_tpot"))),
+            ("mean batch per instance", f"{row['batch_mean']:,.3g}"),
+            ("concurrency (Little: λ × time in system)", f"{row['concurrency']:,.4g}"),
+            ("KV demand at mean / p99 final context (fleet)",
+             f"{format_bytes(row['kv_demand_mean_bytes'])} / {format_bytes(row['kv_demand_p99_bytes'])}"),
+            ("KV held on average (fleet, context ISL + tokens so far)", format_bytes(row["kv_held_mean_bytes"])),
+            ("KV capacity / headroom at p99 context (fleet)",
+             f"{format_bytes(row['kv_capacity_bytes'])} / {format_bytes(row['headroom_bytes'])}"),
+            ("memory: weights + activations + KV demand / GPU memory",
+             f"{format_bytes(row['memory_demand_bytes'])} / {format_bytes(row['gpu_memory_bytes'])}"),
+        ]
+    for kind in ("ttft", "tpot"):
+        items.append((f"{kind.upper()} mean / p50 / p90 / p99" + (f" (SLO {row[f'{kind}_slo']})" if row[f"{kind}_slo"] else ""),
+                      " / ".join(format_seconds(row[f"{kind}_{s}_s"]) if row[f"{kind}_{s}_s"] is not None else "—"
+                                 for s in ("mean", "p50", "p90", "p99"))))
+    items.append(("binding constraint", BINDING_TEXT.get(row["binding_constraint"], row["binding_constraint"])))
+    items.append(("feasible", "yes" if row["feasible"] else f"no: {row['reason']}"))
+    tables = [Result(title=result.title, rows=[{"quantity": k, "value": v} for k, v in items],
+                     columns=["quantity", "value"], explain=result.explain, assumptions=result.assumptions)]
+    if "sim_ttft_p50_s" in row:
+        compare = []
+        for kind in ("ttft", "tpot"):
+            for s in ("mean", "p50", "p90", "p99"):
+                closed, simulated = row[f"{kind}_{s}_s"], row[f"sim_{kind}_{s}_s"]
+                compare.append({"metric": f"{kind}_{s}", "closed_form_s": closed, "simulated_s": simulated,
+                                "difference": _diff(closed, simulated)})
+        tables.append(Result(title=f"Closed form vs simulation ({row['sim_requests']:,} requests)", rows=compare,
+                             columns=["metric", "closed_form_s", "simulated_s", "difference"]))
+    scale = [r for r in result.rows if r.get("kind") == "scale"]
+    if scale:
+        shown = [{**r, "rate_multiplier": f"{r['rate_multiplier']:g}×",
+                  "binding_constraint": r["binding_constraint"] if r["feasible"] else f"{r['binding_constraint']}: {r['reason']}"}
+                 for r in scale]
+        tables.append(Result(title="Scaling out: the same workload at higher rates", rows=shown, columns=SCALE_COLUMNS))
+    return tables
+
+
+def _count(value) -> str:
+    return "—" if value is None else f"{value:,}"

@@ -1,0 +1,87 @@
+"""PNG chart of a tier plan: the prefix-LRU hit rate versus cache capacity, with each tier's span.
+
+matplotlib is imported inside the function (Agg canvas, no pyplot), so ``kvplan --help`` and the
+other commands never load it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+DPI = 110
+SIZE = (8.0, 4.6)
+TIER_COLOURS = {"hbm": "#2ca02c", "host_dram": "#1f77b4", "cxl": "#9467bd", "nvme": "#ff7f0e", "remote": "#8c564b"}
+MAX_POINTS = 4000
+
+
+def hit_rate_chart(path: Path, capacity_tokens: np.ndarray, hit_rate: np.ndarray,
+                   boundaries: Sequence[tuple[str, str, float]], unlimited_hit_rate: float, title: str) -> None:
+    """The step curve ``hit_rate[k]`` from ``capacity_tokens[k]`` on, log-x, with tiers shaded.
+
+    ``boundaries``: (tier name, kind, cumulative capacity in tokens where the tier ends), hot to cold.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    x, y = _thin(np.asarray(capacity_tokens, float), np.asarray(hit_rate, float))
+    ends = [end for _, _, end in boundaries if end > 0]
+    right = max([x[-1] if x.size else 1.0, *ends, 1.0]) * 1.5
+    left = max(min(x[0] if x.size else 1.0, *(e for e in ends if e > 0), right) / 2, 1.0)
+    if x.size:
+        ax.step(np.concatenate(([left], x, [right])), np.concatenate(([0.0], y, [y[-1]])) * 100, where="post",
+                color="black", linewidth=1.6, label="prefix hit rate (LRU)")
+    ax.axhline(unlimited_hit_rate * 100, color="grey", linestyle=":", linewidth=1,
+               label=f"unlimited cache {unlimited_hit_rate:.1%}")
+    start = left
+    for name, kind, end in boundaries:
+        if end <= start:
+            continue
+        ax.axvspan(start, end, color=TIER_COLOURS.get(kind, "#7f7f7f"), alpha=0.18, label=name)
+        ax.axvline(end, color=TIER_COLOURS.get(kind, "#7f7f7f"), linewidth=1)
+        start = end
+    ax.set_xscale("log")
+    ax.set_xlim(left, right)
+    ax.set_ylim(0, max(unlimited_hit_rate * 100 * 1.15, 1.0))
+    ax.set_xlabel("cache capacity (tokens, all tiers above the line)")
+    ax.set_ylabel("prompt blocks served from cache (%)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    _save_atomic(figure, Path(path))
+
+
+def _save_atomic(figure, path: Path) -> None:
+    """Write the PNG whole or not at all (temporary file in the same directory, then rename)."""
+    import os
+    import tempfile
+
+    from kvplan.errors import InputError
+
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(f"cannot write '{path}': no directory '{directory}'", "create the directory first")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            figure.savefig(handle, format="png", metadata={"Software": None})
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a chart is an ordinary file
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
+
+
+def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """At most MAX_POINTS steps, keeping the curve's shape on a log axis (last step of each bin)."""
+    if x.size <= MAX_POINTS:
+        return x, y
+    bins = np.unique(np.searchsorted(x, np.geomspace(x[0], x[-1], MAX_POINTS), side="right") - 1)
+    return x[bins], y[bins]

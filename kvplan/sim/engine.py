@@ -1,0 +1,251 @@
+"""A discrete-event model of an aggregated fleet: continuous batching, chunked prefill, a JSQ router.
+
+What it models (per instance, as vLLM V1's scheduler does):
+
+- Every step runs every decoding sequence for one token, then fills the rest of the token budget
+  (``chunk_tokens``) with prompt chunks: first the prompts already being prefilled, then new ones
+  from the instance's FCFS queue, several per step if they fit. A request is admitted when a slot
+  is free (decoding + prefilling < ``max_batch``) and the KV pool can hold its final context
+  (ISL + OSL, reserved at admission: no preemption is modelled).
+- The step that processes a prompt's last chunk emits its first token (TTFT); each later step
+  emits one more; TPOT = (finish − first token) / (OSL − 1) for OSL >= 2.
+- Step times come from :class:`kvplan.sim.steps.StepModel` (``forward_pass`` exactly). A run of
+  decode-only steps between two events is advanced in closed form: step i of a run takes
+  ``D[b] + γ (T + i·b)``, so j steps take ``j (D + γT) + γ b j (j − 1)/2``; an arrival cuts the
+  run at the end of the step in progress.
+- Router: each arrival goes to the instance with the fewest prompts waiting for or in prefill,
+  then the fewest decoding sequences, then the lowest index (join-shortest-queue, least loaded).
+
+Deterministic: no randomness inside; the workload (a trace, or a seeded sample) is the input.
+The first ``warmup_fraction`` and last ``cooldown_fraction`` of requests (by arrival) are simulated
+but left out of the statistics: the fleet starts empty and drains at the end.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.sim.steps import StepModel
+
+PERCENTILES = (50, 90, 95, 99)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    instances: int
+    max_batch: int
+    chunk_tokens: int
+    kv_pool_bytes: float            # per GPU
+    warmup_fraction: float = 0.05   # measured: requests arriving after this share …
+    cooldown_fraction: float = 0.0  # … and before the last share (the system fills up and drains)
+
+
+@dataclass
+class SimResult:
+    requests: int
+    measured: int
+    rejected: int
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    mean_batch: float
+    max_batch_seen: int
+    steps: int
+    mixed_steps: int
+    makespan_s: float
+    wall_s: float
+
+    def stats(self) -> dict:
+        """``sim_ttft_mean_s``, ``sim_ttft_p50_s`` … ``sim_tpot_p99_s`` and counts (JSON-ready)."""
+        out: dict = {}
+        for kind, values in (("ttft", self.ttft_s), ("tpot", self.tpot_s)):
+            out[f"sim_{kind}_mean_s"] = float(values.mean()) if values.size else None
+            for p in PERCENTILES:
+                out[f"sim_{kind}_p{p}_s"] = float(np.percentile(values, p)) if values.size else None
+        out.update({"sim_requests": self.requests, "sim_measured": self.measured, "sim_rejected": self.rejected,
+                    "sim_batch_mean": self.mean_batch, "sim_steps": self.steps, "sim_mixed_steps": self.mixed_steps})
+        return out
+
+
+def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig) -> SimResult:
+    """Replay requests (arrival order) through ``config.instances`` instances; see the module docstring."""
+    start_wall = time.perf_counter()
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    prompt = np.maximum(np.asarray(isl, dtype=np.int64), 1).tolist()
+    output = np.maximum(np.asarray(osl, dtype=np.int64), 1).tolist()
+    need = np.asarray(kv_bytes, dtype=np.float64).tolist()
+    n = arrival.size
+    n_inst, cap, budget_total, pool = config.instances, config.max_batch, config.chunk_tokens, config.kv_pool_bytes
+    if steps.max_tokens < budget_total + cap:
+        raise ValueError("step model tabulated for fewer tokens than a step can carry")
+    first = [math.nan] * n
+    finish = [math.nan] * n
+    rejected = 0
+
+    # per-instance state
+    mode = [0] * n_inst                 # 0 idle, 1 step with prefill, 2 run of decode-only steps
+    version = [0] * n_inst
+    k = [0] * n_inst                    # steps completed
+    b = [0] * n_inst                    # decoding sequences
+    T = [0.0] * n_inst                  # tokens the decoders read in their next step
+    kv_used = [0.0] * n_inst
+    finishing = [[] for _ in range(n_inst)]   # heap of (last step, request)
+    queue = [deque() for _ in range(n_inst)]
+    prefilling = [[] for _ in range(n_inst)]  # [request, tokens done]
+    current = [None] * n_inst           # step: list of (entry, tokens); run: (t0, D, gamma, b, T, planned)
+    busy_time_batch = [0.0] * n_inst
+    pending = np.zeros(n_inst, dtype=np.int64)   # prompts queued or being prefilled (router key)
+    running = np.zeros(n_inst, dtype=np.int64)   # decoding sequences
+    events: list = []
+    counter = 0
+    total_steps = mixed_steps = 0
+    max_seen = 0
+    base = [steps.decode_base_s(j) for j in range(cap + 1)]
+    gamma = steps.decode_per_token_s
+    kv_read = steps.kv_read_per_token
+    attn_tok = steps.attn_flops_per_token
+
+    def schedule(i: int, when: float) -> None:
+        nonlocal counter
+        version[i] += 1
+        counter += 1
+        heapq.heappush(events, (when, counter, i, version[i]))
+
+    def run_length(t0: float, d: float, bb: int, tt: float, j: int) -> float:
+        return j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
+
+    def retire(i: int, now: float) -> None:
+        heap = finishing[i]
+        while heap and heap[0][0] <= k[i]:
+            _, r = heapq.heappop(heap)
+            finish[r] = now
+            b[i] -= 1
+            T[i] -= prompt[r] + output[r]
+            kv_used[i] -= need[r]
+            running[i] -= 1
+
+    def start(i: int, now: float) -> None:
+        nonlocal rejected, total_steps, mixed_steps, max_seen
+        budget = budget_total - b[i]
+        chunks = []
+        for entry in prefilling[i]:
+            if budget <= 0:
+                break
+            p = min(prompt[entry[0]] - entry[1], budget)
+            chunks.append((entry, p))
+            budget -= p
+        q = queue[i]
+        while q and budget > 0 and b[i] + len(prefilling[i]) < cap:
+            r = q[0]
+            if need[r] > pool:               # can never fit: the engine would reject it
+                q.popleft()
+                pending[i] -= 1
+                rejected += 1
+                continue
+            if kv_used[i] + need[r] > pool:
+                break
+            q.popleft()
+            kv_used[i] += need[r]
+            entry = [r, 0]
+            prefilling[i].append(entry)
+            p = min(prompt[r], budget)
+            chunks.append((entry, p))
+            budget -= p
+        if chunks:
+            starts = np.array([e[1] for e, _ in chunks], dtype=np.float64)
+            ends = starts + np.array([p for _, p in chunks], dtype=np.float64)
+            kv_pf, fl_pf = steps.prefill_terms(starts, ends)
+            done = sum(1 for e, p in chunks if e[1] + p >= prompt[e[0]])
+            tokens = b[i] + int(ends.sum() - starts.sum())
+            dt = steps.step_s(tokens, b[i] + done, kv_read * T[i] + kv_pf, attn_tok * T[i] + fl_pf)
+            mode[i], current[i] = 1, chunks
+            busy_time_batch[i] += b[i] * dt
+            total_steps += 1
+            mixed_steps += 1
+            schedule(i, now + dt)
+        elif b[i] > 0:
+            planned = finishing[i][0][0] - k[i]
+            d = base[b[i]]
+            mode[i], current[i] = 2, (now, d, b[i], T[i], planned)
+            schedule(i, now + run_length(now, d, b[i], T[i], planned))
+        else:
+            mode[i], current[i] = 0, None
+
+    def end(i: int, now: float) -> None:
+        nonlocal total_steps, max_seen
+        if mode[i] == 1:
+            k[i] += 1
+            T[i] += b[i]
+            for entry, p in current[i]:
+                entry[1] += p
+                r = entry[0]
+                if entry[1] >= prompt[r]:
+                    prefilling[i].remove(entry)
+                    pending[i] -= 1
+                    first[r] = now
+                    if output[r] == 1:
+                        finish[r] = now
+                        kv_used[i] -= need[r]
+                    else:
+                        running[i] += 1
+                        b[i] += 1
+                        T[i] += prompt[r] + 1
+                        heapq.heappush(finishing[i], (k[i] + output[r] - 1, r))
+        else:
+            t0, d, bb, tt, planned = current[i]
+            busy_time_batch[i] += bb * (now - t0)
+            total_steps += planned
+            k[i] += planned
+            T[i] += bb * planned
+        max_seen = max(max_seen, b[i] + len(prefilling[i]))
+        retire(i, now)
+        start(i, now)
+
+    def cut(i: int, now: float) -> None:
+        t0, d, bb, tt, planned = current[i]
+        x = now - t0
+        a2, a1 = gamma * bb / 2, d + gamma * tt - gamma * bb / 2
+        j = x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2)
+        steps_now = min(int(math.floor(j + 1e-12)) + 1, planned)
+        if steps_now < planned:
+            current[i] = (t0, d, bb, tt, steps_now)
+            schedule(i, t0 + run_length(t0, d, bb, tt, steps_now))
+
+    ai = 0
+    weight = cap + 1
+    while ai < n or events:
+        next_arrival = arrival[ai] if ai < n else math.inf
+        if events and events[0][0] <= next_arrival:
+            when, _, i, ver = heapq.heappop(events)
+            if ver == version[i]:
+                end(i, when)
+            continue
+        i = int(np.argmin(pending * weight + running))
+        queue[i].append(ai)
+        pending[i] += 1
+        if mode[i] == 0:
+            start(i, next_arrival)
+        elif mode[i] == 2:
+            cut(i, next_arrival)
+        ai += 1
+
+    first_a, finish_a = np.asarray(first), np.asarray(finish)
+    index = np.arange(n)
+    keep = (index >= int(config.warmup_fraction * n)) & (index < n - int(config.cooldown_fraction * n))
+    done = keep & np.isfinite(finish_a)
+    out = np.asarray(output)
+    ttft = first_a[done] - arrival[done]
+    decoding = done & (out >= 2)
+    tpot = (finish_a[decoding] - first_a[decoding]) / (out[decoding] - 1)
+    makespan = float(np.nanmax(finish_a) - arrival[0]) if n and np.isfinite(finish_a).any() else 0.0
+    mean_batch = sum(busy_time_batch) / (makespan * n_inst) if makespan > 0 else 0.0
+    return SimResult(requests=n, measured=int(done.sum()), rejected=rejected, ttft_s=ttft, tpot_s=tpot,
+                     e2e_s=finish_a[done] - arrival[done], mean_batch=mean_batch, max_batch_seen=max_seen,
+                     steps=total_steps, mixed_steps=mixed_steps, makespan_s=makespan,
+                     wall_s=time.perf_counter() - start_wall)

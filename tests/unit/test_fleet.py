@@ -1,0 +1,278 @@
+"""The fleet planner (kvplan plan): SLO parsing, the queueing compositions worked by hand, Little's law,
+binding constraints, infeasibility, and monotonicity properties."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose
+
+from kvplan.calc import tails
+from kvplan.calc.queueing import erlang_c, wait_quantile_s
+from kvplan.calc.roofline import decode_step
+from kvplan.errors import InputError
+from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, parse_slo, plan_aggregated
+from kvplan.plans.fleet_model import LengthStats, Slo
+from kvplan.plans.plan import fleet_workload
+from kvplan.workload.traces import make_trace
+
+BRIEF_KEYS = ("instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "concurrency",
+              "kv_demand_mean_bytes", "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes",
+              "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s",
+              "binding_constraint", "feasible")
+
+
+def flags(qps, isl, osl, sample=5_000):
+    return fleet_workload(qps=qps, isl=isl, osl=osl, sample_requests=sample)
+
+
+SLOS = [parse_slo("ttft", "p99<=2s"), parse_slo("tpot", "p90<=50ms")]
+
+
+# --------------------------------------------------------------------------- SLO flags
+
+
+@pytest.mark.parametrize(("text", "stat", "limit"), [
+    ("p99<=2s", "p99", 2.0), ("p90<=50ms", "p90", 0.05), (" p50 <= 800us ", "p50", 800e-6),
+    ("p99.9<=3s", "p99.9", 3.0), ("P95<=1", "p95", 1.0), ("mean<=20ms", "mean", 0.02),
+])
+def test_slo_parses(text, stat, limit):
+    slo = parse_slo("ttft", text)
+    assert (slo.kind, slo.stat) == ("ttft", stat) and slo.limit_s == pytest.approx(limit)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("p99<2s", "write '<='"), ("p99>=2s", "cannot read SLO"), ("2s", "cannot read SLO"),
+    ("p150<=1s", "cannot read SLO"), ("p0<=1s", "not between p0 and p100"), ("p99<=fast", "cannot read the duration"),
+    ("p99<=0ms", "must be > 0"), ("p99<=-1s", "cannot read the duration"), ("", "cannot read SLO"),
+])
+def test_slo_rejects_with_the_flag_named(text, message):
+    with pytest.raises(InputError) as err:
+        parse_slo("tpot", text)
+    assert err.value.message.startswith("--tpot: ") and message in err.value.message
+    assert "--tpot 'p99<=2s'" in err.value.hint
+
+
+# --------------------------------------------------------------------------- closed forms by hand
+
+
+def test_normal_cdf_and_lognormal_moments():
+    assert_allclose(tails.normal_cdf([0.0, 1.959963985, -1.959963985]), [0.5, 0.975, 0.025], atol=2e-7)
+    mu, sigma = tails.lognormal_from_moments(10.0, 100.0)       # σ² = ln(1 + 100/100) = ln 2
+    assert_allclose(sigma**2, math.log(2)) and assert_allclose(mu, math.log(10) - math.log(2) / 2)
+    # a mixture of one lognormal: its median is e^μ
+    assert_allclose(tails.lognormal_mixture_cdf(math.exp(mu), [mu], [sigma]), 0.5, atol=1e-7)
+
+
+def test_tandem_waits_by_hand():
+    # C1 = C2 = 1, θ1 = 1, θ2 = 2: P(W1 + W2 <= 2) = 1 − (e^(−2) − 2 e^(−1)) / (1 − 2) = 1 − 2/e + 1/e²
+    assert_allclose(tails.tandem_wait_cdf(2.0, 1, 1.0, 1, 2.0), 1 - 2 / math.e + math.exp(-2))
+    # equal scales: Erlang-2, 1 − e^(−x/θ)(1 + x/θ)
+    assert_allclose(tails.tandem_wait_cdf(3.0, 1, 1.5, 1, 1.5), 1 - math.exp(-2) * 3)
+    # one queue never waits: the other's atom-plus-exponential, P(W <= x) = 1 − C e^(−x/θ)
+    assert_allclose(tails.tandem_wait_cdf(1.0, 0.0, 5.0, 0.4, 0.5), 1 - 0.4 * math.exp(-2))
+    assert tails.tandem_wait_cdf(-1e-9, 0.3, 1.0, 0.3, 1.0) == 0.0
+    # plus a service time of 0.25 s shifts the CDF
+    assert_allclose(tails.wait_plus_service_cdf(1.25, [0.25], 0.0, 5.0, 0.4, 0.5), 1 - 0.4 * math.exp(-2))
+
+
+def test_wait_tail_matches_the_queueing_module():
+    # M/M/1, λ = 0.5, S = 1: C = ρ = 0.5, θ = 1 / (1 − 0.5) = 2; p99 = θ ln(C / 0.01) = 2 ln 50
+    c, theta = tails.wait_tail(1, 0.5, 1.0, 1.0, 1.0)
+    assert (c, theta) == (pytest.approx(0.5), pytest.approx(2.0))
+    assert_allclose(theta * math.log(c / 0.01), wait_quantile_s(0.99, 1, 0.5, 1.0))
+    # Erlang-C table value (10 servers, 8 Erlangs) and agreement with the array version at large c
+    assert_allclose(tails.erlang_c_scalar(10, 8.0), 0.4092, atol=5e-4)
+    for c, a in ((64, 50.0), (300, 280.0), (1000, 900.0)):
+        assert_allclose(tails.erlang_c_scalar(c, a), float(erlang_c(c, a)), rtol=1e-9)
+    assert tails.erlang_c_scalar(4, 4.0) == 1.0 and tails.wait_tail(2, 3.0, 1.0, 1, 1) == (1.0, math.inf)
+
+
+def test_equilibrium_tail_by_hand():
+    # S ∈ {1, 3}: E[S] = 2; P(S_e > x) = E[(S − x)+] / 2
+    tail = tails.equilibrium_tail([1.0, 3.0])
+    assert_allclose(tail([0.0, 1.0, 2.0, 3.0, 5.0]), [1.0, 0.5, 0.25, 0.0, 0.0])
+
+
+def test_invert_cdf_of_an_exponential():
+    quantiles = tails.invert_cdf(lambda x: 1 - np.exp(-x / 2.0), [0.5, 0.99], 1e-6, 1e3)
+    assert_allclose(quantiles, [2 * math.log(2), 2 * math.log(100)], rtol=1e-9)
+
+
+def test_length_statistics_by_hand():
+    # ISL 1,000, OSL 201 → n = 200 steps at contexts 1,001 … 1,200: mean 1,100.5
+    s = LengthStats(np.full(10, 1000), np.full(10, 201))
+    assert s.decode_context == pytest.approx(1100.5) and s.mean_steps == 200
+    assert s.decode_context_var == pytest.approx((200**2 - 1) / 12)  # uniform over 200 consecutive integers
+    assert s.context_mean == s.context_p99 == 1201
+
+
+# --------------------------------------------------------------------------- the model, checked by hand
+
+
+@pytest.fixture(scope="module")
+def light():
+    return plan_aggregated("llama-3.1-8b", "h100-sxm", flags(5, "1000", "201"), SLOS)
+
+
+def test_littles_law_ties_rate_time_and_concurrency(light):
+    p, row = light.point, light.row()
+    time_in_system = row["ttft_mean_s"] + 200 * row["tpot_mean_s"]
+    assert_allclose(row["concurrency"], 5 * time_in_system, rtol=1e-9)
+    # running requests hold KV from admission: own prefill (with its co-packed prompts) + 200 decode steps
+    assert_allclose(row["running_concurrency"], 5 * (p.prefill_mean_s + 200 * row["tpot_mean_s"]), rtol=1e-9)
+    assert_allclose(row["batch_mean"], row["running_concurrency"] / row["instances"], rtol=1e-6)
+
+
+def test_tpot_mean_is_the_step_stretched_by_prefill_interference(light):
+    p, cost, machine = light.point, light.setup["cost"], light.setup["machine"]
+    step = float(decode_step(cost, machine, p.batch_mean + 1, 1100.5).time_s)
+    assert_allclose(light.tpot["mean"], step / (1 - p.rho_interference), rtol=2e-3)  # grid interpolation in b
+
+
+def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
+    # one instance, fixed prompts, Poisson arrivals. A prompt's own prefill S = one mixed step; its extra
+    # over a decode step X = ρx / λ. Prompts arriving during a step (k = 1 + λ t per step) share the next:
+    # queue service S_q = X + (S − X)/k, fixed (cs² = 0), so E[W] = ρ S_q / (2 (1 − ρ)) (M/D/1) with
+    # ρ = λ S_q; TTFT = W + S + (k − 1) X + the residual of the step in progress.
+    p = light.point
+    t, x = p.step_s, p.rho_interference / 5
+    k = 1 + 5 * t
+    own = p.prefill_mean_s - (k - 1) * x
+    s_q = x + (own - x) / k
+    rho = 5 * s_q
+    assert_allclose(p.packing, k) and assert_allclose(p.prefill_utilization, rho)
+    assert_allclose(light.ttft["mean"], rho * s_q / (2 * (1 - rho)) + p.prefill_mean_s + p.residual_s, rtol=1e-6)
+    assert p.slot_wait[0] < 1e-12 and own > x > 0
+
+
+def test_kv_batch_limits_and_demand(light):
+    f, row = light.figures, light.row()
+    k = light.setup["layout"].sequence_bytes(1201, per_gpu=True)
+    assert f.batch_kv == f.batch_kv_mean == f.batch_kv_p99 == int(f.pool_bytes_per_gpu // k)  # one length: sd = 0
+    assert_allclose(row["kv_demand_mean_bytes"], row["running_concurrency"] * k, rtol=1e-9)
+    assert row["kv_capacity_bytes"] == f.pool_bytes_per_gpu and row["headroom_bytes"] == pytest.approx(
+        f.pool_bytes_per_gpu - row["kv_demand_p99_bytes"])
+
+
+def test_kv_batch_by_the_central_limit_theorem():
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(5, "4k:24k", "300:2k"), SLOS, allow_long_context=True)
+    f = p.figures
+    mean, sd, pool = f.seq_bytes_per_gpu.mean(), f.seq_bytes_per_gpu.std(), f.pool_bytes_per_gpu
+    b = f.batch_kv
+    assert b * mean + 2.3263478740408408 * math.sqrt(b) * sd <= pool
+    assert (b + 1) * mean + 2.3263478740408408 * math.sqrt(b + 1) * sd > pool
+    assert f.batch_kv_p99 < b < f.batch_kv_mean
+
+
+def test_row_has_the_documented_keys(light):
+    row = light.row()
+    for key in BRIEF_KEYS:
+        assert key in row, key
+    assert row["feasible"] is True and row["binding_constraint"] == "none" and row["total_gpus"] == 1
+
+
+# --------------------------------------------------------------------------- constraints
+
+
+def test_tpot_slo_binds_the_batch_and_the_fleet():
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(60, "2k", "256"),
+                        [parse_slo("ttft", "p99<=1s"), parse_slo("tpot", "p90<=20ms")])
+    assert p.feasible and p.binding_constraint == "tpot_slo"
+    assert p.point.batch_tpot == p.batch_per_instance < 256
+    below = p.below
+    assert below.instances == p.instances - 1 and below.failures
+
+
+def test_kv_capacity_binds_a_small_pool():
+    # 30% of the GPU leaves 8.9 GiB of KV after the 15 GiB of weights: 30 requests of 2,176 tokens
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(20, "2k", "128"), [parse_slo("ttft", "p99<=2s")],
+                        engine=EngineSettings(gpu_memory_utilization=0.3))
+    assert p.feasible and p.binding_constraint == "kv_capacity" and (p.instances, p.batch_per_instance) == (2, 30)
+    assert p.below.failures == ["slots"] and p.batch_per_instance == p.figures.batch_kv
+
+
+def test_long_contexts_stop_at_the_feedback_margin():
+    # each extra 34k-token sequence adds 1.65 ms of KV reads to every step: the batch feeds back on itself
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(1, "32k", "2k"), [parse_slo("ttft", "p99<=30s")])
+    assert p.feasible and p.binding_constraint == "batch_feedback" and p.point.gain <= 0.5 < p.below.gain
+
+
+def test_max_num_seqs_binds_short_requests():
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(200, "64", "512"), [parse_slo("ttft", "p99<=1s")],
+                        engine=EngineSettings(max_num_seqs=16))
+    assert p.feasible and p.binding_constraint == "max_num_seqs" and p.batch_per_instance == 16
+
+
+def test_unattainable_tpot_is_infeasible_with_the_best_value():
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(5, "1k", "100"), [parse_slo("tpot", "p99<=2ms")])
+    assert not p.feasible and p.binding_constraint == "tpot_slo" and p.instances is None
+    assert "unattainable" in p.reason and "5.9" in p.reason
+    assert p.tpot["p99"] > 0.002 and p.row()["feasible"] is False
+
+
+def test_weights_that_do_not_fit_are_infeasible():
+    p = plan_aggregated("llama-3.1-70b", "h100-sxm", flags(1, "1k", "100"), SLOS, Shape(tp=1))
+    assert not p.feasible and p.binding_constraint == "kv_capacity" and "no KV memory" in p.reason
+
+
+def test_gpu_budget():
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(100, "2k", "256"), SLOS, max_gpus=2)
+    assert not p.feasible and p.instances > 2 and "more than --max-gpus 2" in p.reason
+
+
+def test_trace_workload_rate_and_rescaling():
+    trace = make_trace(np.arange(11) * 0.5, np.full(11, 500), np.full(11, 50), source="t.csv")
+    w = FleetWorkload.from_trace(trace)
+    assert w.rate_per_s == pytest.approx(2.0) and w.arrival_scv == pytest.approx(0.0)
+    fast = FleetWorkload.from_trace(trace, qps=8)
+    assert fast.rate_per_s == 8 and fast.trace.arrival_s[-1] == pytest.approx(1.25)
+    assert w.scaled(3).rate_per_s == pytest.approx(6.0) and w.scaled(3).trace.arrival_s[-1] == pytest.approx(5 / 3)
+    with pytest.raises(InputError, match="at least two requests"):
+        FleetWorkload.from_trace(make_trace([0.0], [5], [5], source="one.csv"))
+
+
+def test_workload_flags_mean_p99_shorthand_and_errors():
+    w = fleet_workload(qps=3, isl="1k:8k", osl="256", sample_requests=2_000)
+    assert w.spec.isl.kind == "lognormal" and w.spec.isl.mean == pytest.approx(1024)
+    with pytest.raises(InputError, match="--qps must be > 0"):
+        fleet_workload(qps=-1, isl="1k", osl="1")
+    with pytest.raises(InputError, match="no workload"):
+        fleet_workload(qps=1, isl="1k")
+
+
+def test_a_context_beyond_the_model_needs_the_flag():
+    with pytest.raises(InputError, match="exceeds llama-2-7b's max_context"):
+        plan_aggregated("llama-2-7b", "h100-sxm", flags(1, "8k", "256"), SLOS)
+
+
+# --------------------------------------------------------------------------- properties
+
+SMALL: dict = {}  # plans by (qps, ttft, tpot): hypothesis repeats sampled values
+
+
+def _plan(qps: float, ttft_s: float = 2.0, tpot_s: float = 0.05):
+    key = (qps, ttft_s, tpot_s)
+    if key not in SMALL:
+        SMALL[key] = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(qps, "1k:4k", "200:800", sample=2_000),
+                                     [Slo("ttft", "p99", ttft_s), Slo("tpot", "p90", tpot_s)])
+    return SMALL[key]
+
+
+@settings(max_examples=15, deadline=None)
+@given(qps=st.sampled_from([2.0, 10.0, 30.0, 80.0, 200.0]), factor=st.sampled_from([1.5, 2.0, 4.0]))
+def test_more_load_never_needs_fewer_gpus(qps, factor):
+    assert _plan(qps * factor).total_gpus >= _plan(qps).total_gpus
+
+
+@settings(max_examples=15, deadline=None)
+@given(qps=st.sampled_from([10.0, 40.0, 120.0]), ttft=st.sampled_from([0.3, 1.0, 3.0]),
+       tpot=st.sampled_from([0.02, 0.03, 0.06]), looser=st.sampled_from([1.5, 3.0]))
+def test_a_looser_slo_never_needs_more_gpus(qps, ttft, tpot, looser):
+    tight, loose_ttft, loose_tpot = _plan(qps, ttft, tpot), _plan(qps, ttft * looser, tpot), _plan(qps, ttft, tpot * looser)
+    if tight.feasible:
+        assert loose_ttft.total_gpus <= tight.total_gpus and loose_tpot.total_gpus <= tight.total_gpus
