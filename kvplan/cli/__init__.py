@@ -1,42 +1,66 @@
-"""The ``kvplan`` command line: one module per command, wired here."""
+"""The ``kvplan`` command line: one module per command, wired here.
+
+Each command's module (and the library code behind it) is imported only when that command
+runs: ``kvplan size`` does not pay for the fleet simulator's imports. ``app`` (the whole
+command tree, used by tests and ``--help``) is built on first access.
+"""
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import typer
 
-from kvplan.cli import cards
-from kvplan.cli.check import check_command, schema_command
-from kvplan.cli.fit import fit_command
-from kvplan.cli.latency import calibrate_command, latency_command
-from kvplan.cli.plan import plan_command
-from kvplan.cli.pd import pd_command
-from kvplan.cli.report import report_command
-from kvplan.cli.size import size_command
-from kvplan.cli.sweep import sweep_command
-from kvplan.cli.tier import tier_command
-from kvplan.cli.workload import workload_command
+# command name -> (module, attribute); an attribute ending in "app" is a sub-command group
+COMMANDS: dict[str, tuple[str, str]] = {
+    "size": ("kvplan.cli.size", "size_command"),
+    "fit": ("kvplan.cli.fit", "fit_command"),
+    "latency": ("kvplan.cli.latency", "latency_command"),
+    "calibrate": ("kvplan.cli.latency", "calibrate_command"),
+    "workload": ("kvplan.cli.workload", "workload_command"),
+    "plan": ("kvplan.cli.plan", "plan_command"),
+    "pd": ("kvplan.cli.pd", "pd_command"),
+    "tier": ("kvplan.cli.tier", "tier_command"),
+    "check": ("kvplan.cli.check", "check_command"),
+    "schema": ("kvplan.cli.check", "schema_command"),
+    "report": ("kvplan.cli.report", "report_command"),
+    "sweep": ("kvplan.cli.sweep", "sweep_command"),
+    "cards": ("kvplan.cli.cards", "app"),
+}
 
-app = typer.Typer(
-    name="kvplan",
-    help="Analytical KV-cache capacity planner for LLM inference: size, fit, latency, PD and tiers.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-app.command("size")(size_command)
-app.command("fit")(fit_command)
-app.command("latency")(latency_command)
-app.command("calibrate")(calibrate_command)
-app.command("workload")(workload_command)
-app.command("plan")(plan_command)
-app.command("check")(check_command)
-app.command("report")(report_command)
-app.command("sweep")(sweep_command)
-app.command("tier")(tier_command)
-app.command("pd")(pd_command)
-app.command("schema")(schema_command)
-app.add_typer(cards.app, name="cards")
+HELP = "Analytical KV-cache capacity planner for LLM inference: size, fit, latency, plan, PD and tiers."
+
+
+def build_app(names: list[str] | None = None) -> typer.Typer:
+    """A Typer app with the named commands (all of them by default)."""
+    root = typer.Typer(name="kvplan", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
+                       add_completion=False)
+
+    @root.callback()
+    def _root() -> None:
+        """Analytical KV-cache capacity planner for LLM inference."""
+
+    for name in names or list(COMMANDS):
+        module, attribute = COMMANDS[name]
+        target = getattr(importlib.import_module(module), attribute)
+        if attribute == "app":
+            root.add_typer(target, name=name)
+        else:
+            root.command(name)(target)
+    return root
+
+
+def __getattr__(name: str):
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module 'kvplan.cli' has no attribute {name!r}")
 
 
 def main() -> None:
-    app()
+    first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if first in COMMANDS and sys.argv[1] == first:
+        build_app([first])()
+    else:
+        build_app()()
