@@ -37,7 +37,7 @@ from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
-from kvplan.plans.fleet import parse_slo
+from kvplan.plans.fleet import EngineSettings, parse_slo
 from kvplan.plans.latency import Efficiencies, resolve_machine
 from kvplan.plans.pd_link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
                                   same_place)
@@ -54,17 +54,8 @@ SCENARIOS = (("isl×2", {"isl": 2.0}), ("osl×2", {"osl": 2.0}), ("rate×2", {"r
              ("link bandwidth ÷4", {"link": 0.25}))
 
 
-@dataclass(frozen=True)
-class PDSettings:
-    """Engine settings shared by both pools (vLLM's names)."""
-
-    engine: str = "vllm"
-    kv_dtype: str = "auto"
-    weights_dtype: str = "auto"
-    gpu_memory_utilization: float | None = None
-    max_num_seqs: int = 256
-    chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-    efficiencies: Efficiencies = Efficiencies()
+# Both pools run one engine with the same settings as the aggregated fleet (vLLM's names).
+PDSettings = EngineSettings
 
 
 @dataclass

@@ -168,7 +168,7 @@ def infeasible_reason(setup, outcome) -> str:
 
 def aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_long_context, cards) -> list[dict]:
     """The best aggregated fleet on the prefill hardware over the same TPs (fewest GPUs), as one row."""
-    from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, plan_aggregated
+    from kvplan.plans.fleet import FleetWorkload, Shape, plan_aggregated
     from kvplan.workload.synthetic import Workload, parse_length
 
     if trace is not None:
@@ -179,9 +179,7 @@ def aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_lon
         fleet_workload = FleetWorkload.from_spec(spec)
     fleet_workload = replace(fleet_workload, arrival_scv=workload.arrival_scv)
     s = setup.settings
-    engine = EngineSettings(engine=s.engine, kv_dtype=s.kv_dtype, weights_dtype=s.weights_dtype,
-                            gpu_memory_utilization=s.gpu_memory_utilization, max_num_seqs=s.max_num_seqs,
-                            chunk_tokens=s.chunk_tokens, efficiencies=s.efficiencies)
+    engine = s
     plans, errors = [], []
     for tp in setup.prefill.tps:
         try:
