@@ -11,7 +11,7 @@ import pytest
 from kvplan.plans.fit import fit
 from kvplan.plans.size import size
 
-from ..conftest import DATA, json_rows
+from ..conftest import DATA, ROOT, json_rows
 
 
 def test_size_json_deepseek_v3_one_token(invoke):
@@ -174,3 +174,26 @@ def test_cards_validate_reports_bad_file(invoke, tmp_path):
     res = invoke("cards", "validate", bad)
     assert res.exit_code == 2
     assert "bad.yaml" in res.stdout
+
+
+def test_user_card_directories_shadow_and_extend_the_shipped_ones(invoke, tmp_path, monkeypatch):
+    """--cards DIR and KVPLAN_CARDS_PATH add cards (and a user card of a shipped name wins)."""
+    from kvplan.cards import loader
+
+    (tmp_path / "model_cards").mkdir()
+    card = (ROOT / "examples" / "cards" / "llama-65b.yaml").read_text()
+    (tmp_path / "model_cards" / "llama-65b.yaml").write_text(card)
+    row = json_rows(invoke("size", "huggyllama/llama-65b", "--seq", "1k", "--cards", tmp_path, "--format", "json"))[0]
+    assert row["model"] == "llama-65b" and row["kv_bytes_per_token"] == 2_621_440
+    loader._index.cache_clear()
+    monkeypatch.setenv("KVPLAN_CARDS_PATH", str(tmp_path))
+    row = json_rows(invoke("size", "llama-65b", "--seq", "1k", "--format", "json"))[0]
+    assert row["kv_bytes_per_token"] == 2_621_440
+    loader._index.cache_clear()
+
+
+def test_kvplan_debug_shows_the_traceback(invoke, monkeypatch):
+    monkeypatch.setenv("KVPLAN_DEBUG", "1")
+    res = invoke("size", "no-such-model")
+    assert res.exit_code != 0 and res.exception is not None
+    assert type(res.exception).__name__ == "UnknownCardError"
