@@ -12,7 +12,6 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -20,20 +19,13 @@ from kvplan.calc.roofline import Machine, decode_step, mean_over_output, model_c
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
 from kvplan.plans.latency import latency
+from timing import best
 
 H200 = Machine(name="h200", compute_dtype="bf16", bandwidth_bytes_per_s=4.8e12, peak_flops_per_s=989.5e12,
                eta_mem=0.8, eta_flops=0.75, step_overhead_s=723e-6, scale_up_bytes_per_s=450e9,
                scale_up_latency_s=10e-6, scale_up_domain=8)
 TPS = np.array([1, 2, 4, 8])
 
-
-def best(func, runs: int = 3) -> tuple[float, object]:
-    times, value = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - t0)
-    return min(times), value
 
 
 def bench_decode_grid(name: str) -> None:

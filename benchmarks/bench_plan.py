@@ -7,7 +7,6 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from kvplan.plans.fleet import FleetWorkload, Shape, parse_slo, plan_aggregated
@@ -15,19 +14,12 @@ from kvplan.plans.plan import fleet_workload
 from kvplan.sim import simulate_plan
 from kvplan.workload.summary import summarise
 from kvplan.workload.traces import read_trace
+from timing import best
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv", "conversation_trace.jsonl")
 SLOS = [parse_slo("ttft", "p99<=2s"), parse_slo("tpot", "p90<=50ms")]
 
-
-def best(func, runs: int = 3):
-    times, value = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - t0)
-    return min(times), value
 
 
 def bench_traces(directory: Path) -> None:

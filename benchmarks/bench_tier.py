@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from kvplan.plans.tier_inputs import CapacityOverrides
@@ -20,17 +19,10 @@ from kvplan.plans.tiers import tier_plan
 from kvplan.workload.reuse import reuse_profile
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace
+from timing import best
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def best(func, runs: int = 5) -> tuple[float, object]:
-    times, value = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - t0)
-    return min(times), value
 
 
 def main(trace_dir: Path) -> None:

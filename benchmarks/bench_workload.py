@@ -7,7 +7,6 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -16,19 +15,12 @@ from kvplan.workload.reuse import capacity_blocks, reuse_profile, simulate_lru
 from kvplan.workload.summary import summarise
 from kvplan.workload.synthetic import Workload, parse_length
 from kvplan.workload.traces import read_trace
+from timing import best
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ("AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv", "conversation_trace.jsonl")
 CACHE_TOKENS = [3 * 1024**2, 10 * 1024**2, 50 * 1024**2]
 
-
-def best(func, runs: int = 5) -> tuple[float, object]:
-    times, value = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - t0)
-    return min(times), value
 
 
 def bench_trace(path: Path) -> None:

@@ -7,13 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
+from kvplan.cli.options import (EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
                                 emit, handle_errors)
 from kvplan.errors import InputError
 from kvplan.plans.calibrate import calibrate
-from kvplan.plans.latency import Efficiencies, Speculation, latency
+from kvplan.plans.latency import Speculation, latency
 from kvplan.report.render import write_atomic
-from kvplan.units import parse_list, parse_seconds, parse_tokens
+from kvplan.units import parse_list, parse_tokens
 
 ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
 HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
@@ -28,10 +28,6 @@ EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
 def parse_counts(text: str, what: str) -> list[int]:
     """A list of token or batch counts; zero parses so that the plan can say which option is wrong."""
     return parse_list(text, lambda item: parse_tokens(item, allow_zero=True), what=what)
-
-
-def _seconds(text: str | None) -> float | None:
-    return None if text is None else parse_seconds(text)
 
 
 @handle_errors
@@ -56,10 +52,9 @@ def latency_command(
     spec_draft: Annotated[Optional[str], typer.Option(
         "--spec-draft", help="Draft model card (default: MTP/EAGLE head = --spec-draft-layers target layers).")] = None,
     spec_draft_layers: Annotated[float, typer.Option("--spec-draft-layers", help="Layers of an MTP/EAGLE draft head.")] = 1.0,
-    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")] = None,
-    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")] = None,
-    step_overhead: Annotated[Optional[str], typer.Option(
-        "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")] = None,
+    eta_mem: EtaMemOpt = None,
+    eta_flops: EtaFlopsOpt = None,
+    step_overhead: StepOverheadOpt = None,
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP/EP communication with compute.")] = False,
     allow_long_context: Annotated[bool, typer.Option(
         "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
@@ -79,7 +74,7 @@ def latency_command(
         parse_counts(tp, "--tp"), context=parse_counts(context, "--context") if context else None, ep=ep,
         kv_dtype=kv_dtype, weights_dtype=weights_dtype, compute_dtype=compute_dtype, engine=engine,
         chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None, speculation=speculation,
-        efficiencies=Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=_seconds(step_overhead)),
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead),
         overlap_comm=overlap_comm, allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
     emit(result, fmt, output, explain)

@@ -33,6 +33,10 @@ TPOpt = Annotated[str, typer.Option("--tp", "--tensor-parallel-size", help="Tens
 PPOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal (list allowed).")]
 BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")]
+EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
+EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
+StepOverheadOpt = Annotated[Optional[str], typer.Option(
+    "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
 
 
 def handle_errors(func):
@@ -71,6 +75,15 @@ def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -
             typer.echo(f"Verdict: {result.verdict}", err=True)
     if result.failed:
         raise typer.Exit(1)
+
+
+def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):
+    """The ``--eta-mem/--eta-flops/--step-overhead`` flags as latency Efficiencies (None = the card's)."""
+    from kvplan.plans.latency import Efficiencies
+    from kvplan.units import parse_seconds
+
+    overhead = None if step_overhead is None else parse_seconds(step_overhead)
+    return Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead)
 
 
 def cards_dirs(cards: list[Path] | None) -> tuple[Path, ...]:

@@ -8,11 +8,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.cli.workload import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError
-from kvplan.plans.latency import Efficiencies
 from kvplan.plans.pd import PDSettings, plan_pd
 from kvplan.plans.pd_link import PLACEMENTS
 from kvplan.plans.pd_report import pd_hint
@@ -74,9 +73,9 @@ def pd_command(
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Engine cap on running sequences.")] = 256,
     chunk_size: Annotated[str, typer.Option(
         "--chunk-size", "--max-num-batched-tokens", help="Chunked-prefill budget of the aggregated alternative.")] = "8k",
-    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (both pools).")] = None,
-    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (both pools).")] = None,
-    step_overhead: Annotated[Optional[str], typer.Option("--step-overhead", help="Fixed time per forward pass.")] = None,
+    eta_mem: EtaMemOpt = None,
+    eta_flops: EtaFlopsOpt = None,
+    step_overhead: StepOverheadOpt = None,
     no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
     allow_long_context: Annotated[bool, typer.Option(
@@ -92,8 +91,7 @@ def pd_command(
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
-        efficiencies=Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops,
-                                  step_overhead_s=parse_seconds(step_overhead) if step_overhead else None),
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead),
     )
     result = plan_pd(
         model, hardware, decode_hardware=decode_hardware, system=system, decode_system=decode_system,

@@ -8,12 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.latency import EngineOneOpt, HardwareArg, ModelArg, WeightsDtypeOpt
-from kvplan.cli.options import CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
 from kvplan.plans.fleet import EngineSettings, Shape, parse_slo
-from kvplan.plans.latency import Efficiencies
 from kvplan.plans.plan import fleet_workload, plan, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
@@ -59,9 +58,9 @@ def plan_command(
     max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="The engine's batch cap.")] = 256,
     chunk_size: Annotated[str, typer.Option("--chunk-size", "--max-num-batched-tokens", help="Tokens per step (chunked prefill).")] = "8192",
     block_size: Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")] = None,
-    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")] = None,
-    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")] = None,
-    step_overhead: Annotated[Optional[str], typer.Option("--step-overhead", help="Fixed time per step, e.g. 300us.")] = None,
+    eta_mem: EtaMemOpt = None,
+    eta_flops: EtaFlopsOpt = None,
+    step_overhead: StepOverheadOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
@@ -85,7 +84,7 @@ def plan_command(
     settings = EngineSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
-        efficiencies=Efficiencies(eta_mem, eta_flops, parse_seconds(step_overhead) if step_overhead else None))
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     result = plan(model, hardware, workload, slos, Shape(tp, pp), settings, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
                   max_utilization=max_utilization, allow_long_context=allow_long_context, cards=cards_dirs(cards))

@@ -7,10 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
 from kvplan.errors import InputError
-from kvplan.plans.latency import Efficiencies
 from kvplan.plans.tier_inputs import CapacityOverrides
 from kvplan.plans.tier_reuse import from_trace, from_workload, with_rag_documents
 from kvplan.plans.tiers import tier_plan
@@ -60,8 +59,8 @@ def tier_command(
     engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(
         "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
-    eta_flops: Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")] = None,
-    eta_mem: Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency.")] = None,
+    eta_flops: EtaFlopsOpt = None,
+    eta_mem: EtaMemOpt = None,
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP all-reduces with compute.")] = False,
     ttft_slo: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO for the PD feedback, e.g. 'p99<=10s'.")] = None,
     tpot_slo: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO for the PD feedback, e.g. 'p99<=100ms'.")] = None,
@@ -98,7 +97,7 @@ def tier_command(
                      decode_batch=decode_batch, kv_dtype=kv_dtype,
                      weights_dtype=weights_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization,
                      tiers_file=tiers, overrides=overrides,
-                     efficiencies=Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops), overlap_comm=overlap_comm,
+                     efficiencies=efficiencies(eta_mem, eta_flops), overlap_comm=overlap_comm,
                      seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards))
     if chart is not None:
         hit_rate_chart(chart, plan.curve_tokens, plan.curve_hit_rate, plan.boundaries, plan.unlimited_hit_rate,

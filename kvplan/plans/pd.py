@@ -35,10 +35,10 @@ from kvplan.calc.kv import kv_layout
 from kvplan.calc.roofline import compute_dtype_for, model_cost
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans.fleet import EngineSettings, parse_slo
-from kvplan.plans.latency import Efficiencies, resolve_machine
+from kvplan.plans.latency import resolve_machine
 from kvplan.plans.pd_link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
                                   same_place)
 from kvplan.plans.pd_model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,

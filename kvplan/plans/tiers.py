@@ -285,7 +285,7 @@ def _tier_row(tier, i, tokens, cache_bytes, cum_hit, hit, saved, gpu_s, bpt, tp,
     else:
         breakeven = break_even_tokens(bpt, tier.read_bytes_per_s, tier.latency_s, recompute, upper=card.max_context)
         if tier.capacity_bytes is None:
-            flag = {"remote": "--remote-pool SIZE"}.get(tier.kind, f"a capacity in --tiers FILE")
+            flag = {"remote": "--remote-pool SIZE"}.get(tier.kind, "a capacity in --tiers FILE")
             content = f"unused: no capacity given (pass {flag})"
         else:
             start = cumulative_tokens[i - 1]

@@ -131,7 +131,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             running[i] -= 1
 
     def start(i: int, now: float) -> None:
-        nonlocal rejected, total_steps, mixed_steps, max_seen
+        nonlocal rejected, total_steps, mixed_steps
         budget = budget_total - b[i]
         chunks = []
         for entry in prefilling[i]:
