@@ -1,6 +1,6 @@
 """Benchmark: trace loading and summarising (rows/s), closed-form planning, and a 10k-request simulation.
 
-Run: python benchmarks/bench_plan.py [TRACE_DIR]   (default: ../shared/data/traces beside the repo)
+Run: python benchmarks/bench_plan.py [TRACE_DIR]   (default: examples/traces beside the repo)
 Prints wall-clock figures (best of several runs); nothing here is asserted (see tests for correctness).
 """
 
@@ -53,7 +53,7 @@ def bench_simulation(requests: int = 10_000) -> None:
 
 
 def main() -> None:
-    directory = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "traces"
+    directory = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "examples" / "traces"
     bench_traces(directory)
     bench_simulation()
 

@@ -1,6 +1,6 @@
 """Benchmark: ``kvplan tier`` — the hit-rate curve on the Mooncake trace (blocks/s) and the whole plan.
 
-Run: python benchmarks/bench_tier.py [TRACE_DIR]   (default: ../shared/data/traces beside the repo)
+Run: python benchmarks/bench_tier.py [TRACE_DIR]   (default: examples/traces beside the repo)
 Prints wall-clock figures (best of several runs); nothing here is asserted (see tests for correctness).
 Stages: trace reading; the exact prefix-LRU curve (stack distances, one pass, every capacity);
 the tier plan in the library (fleet, placement, per-request savings, break-evens); the CLI end to end
@@ -57,4 +57,4 @@ def main(trace_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "traces")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "examples" / "traces")

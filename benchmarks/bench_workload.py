@@ -1,6 +1,6 @@
 """Benchmark: trace loading and summarising (rows/s), LRU hit-rate curves (blocks/s).
 
-Run: python benchmarks/bench_workload.py [TRACE_DIR]   (default: ../shared/data/traces beside the repo)
+Run: python benchmarks/bench_workload.py [TRACE_DIR]   (default: examples/traces beside the repo)
 Prints wall-clock figures (best of several runs); nothing here is asserted (see tests for correctness).
 """
 
@@ -55,7 +55,7 @@ def bench_synthetic(requests: int = 100_000) -> None:
 
 
 def main() -> None:
-    directory = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "traces"
+    directory = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "examples" / "traces"
     for name in TRACES:
         path = directory / name
         if path.exists():

@@ -1,4 +1,4 @@
-"""Shared fixtures: the CLI runner and the location of the shared real traces."""
+"""Shared fixtures: the CLI runner and the location of the shipped real traces."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
-SHARED_TRACES = ROOT.parent / "shared" / "data" / "traces"
+TRACES_DIR = ROOT / "examples" / "traces"  # the real traces, shipped with attribution (examples/traces/README.md)
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from kvplan.plans.tier_inputs import CapacityOverrides
 from kvplan.plans.tier_reuse import from_trace
 from kvplan.plans.tiers import tier_plan
 
-from ..conftest import DATA, SHARED_TRACES, json_rows
+from ..conftest import DATA, TRACES_DIR, json_rows
 
 HEAD200 = DATA / "traces" / "mooncake_conversation_head200.jsonl"
 TIERS = DATA / "tiers"
-CONVERSATION = SHARED_TRACES / "conversation_trace.jsonl"
+CONVERSATION = TRACES_DIR / "conversation_trace.jsonl"
 ROW_KEYS = {"tier", "kind", "capacity_bytes", "capacity_tokens", "read_bytes_per_s", "latency_s", "break_even_tokens",
             "content", "hit_rate", "cumulative_hit_rate", "ttft_saved_p50_s", "ttft_saved_p99_s",
             "prefill_gpu_s_saved_per_s"}

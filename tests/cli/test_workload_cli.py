@@ -14,7 +14,7 @@ from numpy.testing import assert_allclose
 from kvplan.plans.workload import workload, workload_spec
 from kvplan.workload.synthetic import workload_from_flags
 
-from ..conftest import DATA, SHARED_TRACES, json_rows
+from ..conftest import DATA, TRACES_DIR, json_rows
 
 TRACES = DATA / "traces"
 TINY = TRACES / "tiny_mooncake.jsonl"
@@ -145,9 +145,7 @@ def test_workload_command_does_not_import_pandas():
 
 @pytest.mark.slow
 def test_full_mooncake_trace_cli(invoke):
-    path = SHARED_TRACES / "conversation_trace.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} absent (CI has shared/ beside the checkout)")
+    path = TRACES_DIR / "conversation_trace.jsonl"
     rows = json_rows(invoke("workload", path, "--cache-tokens", "3M,10M,50M", "--format", "json"))
     rates = [r["lru_hit_rate"] for r in rows[1:]]
     assert rates == sorted(rates) and rates[-1] <= rows[0]["prefix_hit_rate_unlimited"]

@@ -25,11 +25,11 @@ from kvplan.workload.reuse import simulate_lru
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace
 
-from ..conftest import DATA, SHARED_TRACES
+from ..conftest import DATA, TRACES_DIR
 
 TIERS = DATA / "tiers"
 HEAD200 = DATA / "traces" / "mooncake_conversation_head200.jsonl"
-CONVERSATION = SHARED_TRACES / "conversation_trace.jsonl"
+CONVERSATION = TRACES_DIR / "conversation_trace.jsonl"
 M = 1024**2  # the workload engineer's "3M" = 3 × 1024² tokens
 
 

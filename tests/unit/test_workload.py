@@ -21,7 +21,7 @@ from kvplan.workload.summary import rate_buckets, sparkline, summarise
 from kvplan.workload.synthetic import Empirical, Fixed, LogNormal, Workload, parse_length, scv, workload_from_flags
 from kvplan.workload.traces import make_trace, parse_columns, read_trace
 
-from ..conftest import DATA, SHARED_TRACES
+from ..conftest import DATA, TRACES_DIR
 
 TRACES = DATA / "traces"
 TINY = TRACES / "tiny_mooncake.jsonl"
@@ -393,9 +393,7 @@ def test_full_mooncake_trace_matches_published_figures():
     is a different measure (their own replay); the block-level unlimited prefix hit rate must be
     near it (0.30–0.45), and the stack-distance curve must equal a plain LRU replay exactly.
     """
-    path = SHARED_TRACES / "conversation_trace.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} absent (CI has shared/ beside the checkout)")
+    path = TRACES_DIR / "conversation_trace.jsonl"
     trace = read_trace(path)
     row = summarise(trace)
     assert row["requests"] == 12_031
@@ -413,9 +411,7 @@ def test_full_mooncake_trace_matches_published_figures():
 @pytest.mark.parametrize("name, rows", [("AzureLLMInferenceTrace_code.csv", 8_819),
                                         ("AzureLLMInferenceTrace_conv.csv", 19_366)])
 def test_full_azure_traces(name, rows):
-    path = SHARED_TRACES / name
-    if not path.exists():
-        pytest.skip(f"{path} absent (CI has shared/ beside the checkout)")
+    path = TRACES_DIR / name
     row = summarise(read_trace(path))
     assert row["requests"] == rows and row["skipped_rows"] == 0
     assert 3000 < row["duration_s"] < 3700  # "about one hour"
