@@ -11,7 +11,7 @@ from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, Explain
                                 handle_errors, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
-from kvplan.plans.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides, fit
 from kvplan.units import parse_bytes
 
 
@@ -66,7 +66,7 @@ def fit_command(
     if kv_cache_memory is not None and kv_cache_memory_bytes is not None:
         raise InputError("--kv-cache-memory and --kv-cache-memory-bytes both given", "keep one")
     if kv_cache_memory_bytes is not None:
-        from kvplan.plans.vllm_cmdline import human_int
+        from kvplan.plans.sizing.vllm_cmdline import human_int
 
         kv_cache_memory = f"{human_int(kv_cache_memory_bytes, '--kv-cache-memory-bytes')}B"
     weights_dtype = resolve_weights_dtype(weights_dtype, quantization, dtype)
@@ -100,7 +100,7 @@ def fit_command(
 
 def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: dict, cards: tuple):
     """Model, hardware and settings from a vLLM serve line; kvplan's own flags win where given."""
-    from kvplan.plans.vllm_cmdline import parse_vllm_serve
+    from kvplan.plans.sizing.vllm_cmdline import parse_vllm_serve
 
     if engine != "vllm":
         raise InputError(f"--from-vllm reads a vLLM command line; --engine {engine} does not apply", "drop --engine")

@@ -69,7 +69,7 @@ def resolve_weights_dtype(weights_dtype: str | None, quantization: str | None, d
     None when none of them is given (the caller's default applies).
     """
     from kvplan.errors import InputError
-    from kvplan.plans.vllm_cmdline import DTYPES, QUANTIZATION
+    from kvplan.plans.sizing.vllm_cmdline import DTYPES, QUANTIZATION
 
     if weights_dtype not in (None, "auto"):
         return weights_dtype
@@ -135,7 +135,7 @@ def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):
     """The ``--eta-mem/--eta-flops/--step-overhead`` flags as latency Efficiencies (None = the card's)."""
-    from kvplan.plans.latency import Efficiencies
+    from kvplan.plans.sizing.latency import Efficiencies
     from kvplan.units import parse_seconds
 
     overhead = None if step_overhead is None else parse_seconds(step_overhead)

@@ -12,8 +12,8 @@ from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverhea
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
-from kvplan.plans.fleet import EngineSettings, Shape, parse_slo
-from kvplan.plans.plan import fleet_workload, plan, presentation
+from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
+from kvplan.plans.fleet.plan import fleet_workload, plan, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
 LengthOpt = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
