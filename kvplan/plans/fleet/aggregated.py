@@ -3,11 +3,11 @@
 For one instance shape (``tp × pp`` GPUs, one engine with continuous batching and chunked
 prefill) :func:`plan_aggregated` finds the fewest instances N that hold the workload's KV, meet
 the TTFT and TPOT percentile SLOs and keep every queue stable, and says which constraint binds
-(what fails at N − 1, with its numbers: :mod:`kvplan.plans.fleet_binding`): a user SLO
+(what fails at N − 1, with its numbers: :mod:`kvplan.plans.fleet.binding`): a user SLO
 (``ttft_slo``, ``tpot_slo``) or an engine resource (``kv_capacity``, ``max_num_seqs``,
 ``max_num_batched_tokens``, ``memory``), or ``utilization`` when no TTFT SLO is given (queues kept
 at or below ``max_utilization``). The model and its approximations are in
-:mod:`kvplan.plans.fleet_model`; :mod:`kvplan.sim` checks them by simulation.
+:mod:`kvplan.plans.fleet.model`; :mod:`kvplan.sim` checks them by simulation.
 
 A plan is infeasible (``FleetPlan.feasible`` false, the CLI exits 1) when no N can meet it — a
 request of p99 context does not fit an instance's KV pool, the TPOT SLO fails at batch 1 with no
@@ -32,10 +32,10 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InputError
-from kvplan.plans import fleet_model as fm
-from kvplan.plans.fleet_binding import binding, binding_detail
-from kvplan.plans.fleet_model import STATS, FleetModel, LengthStats, Point, Slo
-from kvplan.plans.latency import Efficiencies, resolve_machine
+from kvplan.plans.fleet import model as fm
+from kvplan.plans.fleet.binding import binding, binding_detail
+from kvplan.plans.fleet.model import STATS, FleetModel, LengthStats, Point, Slo
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 from kvplan.units import format_bytes, format_seconds, parse_seconds
 from kvplan.workload.summary import rate_buckets
 from kvplan.workload.synthetic import Workload
@@ -196,7 +196,7 @@ class FleetPlan:
     ttft: dict = field(default_factory=dict)
     tpot: dict = field(default_factory=dict)
     explain: list[str] = field(default_factory=list)
-    sized_by: str = "closed_form"           # or "replay": sized (and checked) by its replay (kvplan.plans.fleet_replay)
+    sized_by: str = "closed_form"           # or "replay": sized (and checked) by its replay (kvplan.plans.fleet.replay)
     closed_form_instances: int | None = None
     binding_note: str | None = None         # the N − 1 numbers when the replay, not the closed form, binds
     assumptions: list[str] = field(default_factory=list)
@@ -264,7 +264,7 @@ def plan_aggregated(
     max_utilization: float = 0.9, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
 ) -> FleetPlan:
     """Fewest instances of ``shape`` that serve ``workload`` within ``slos``; see the module docstring."""
-    from kvplan.plans.fit import fit
+    from kvplan.plans.sizing.fit import fit
 
     card = card if isinstance(card, ModelCard) else load_model(card, cards)
     hw = hw if isinstance(hw, HardwareCard) else load_hardware(hw, cards)

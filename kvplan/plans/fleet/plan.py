@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kvplan.cards.loader import load_hardware, load_model
 from kvplan.errors import InputError
-from kvplan.plans.fleet import EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_rate, plan_aggregated
+from kvplan.plans.fleet.aggregated import EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_rate, plan_aggregated
 from kvplan.result import Result
 from kvplan.units import format_bytes, format_seconds
 from kvplan.workload.synthetic import workload_from_flags
@@ -101,7 +101,7 @@ def plan(
     """The fleet for ``workload`` (one ``kind: plan`` row), a re-plan per rate multiplier, and optionally a simulation.
 
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
-    ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet_replay`), None does
+    ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
     """
     card = load_model(model, cards) if not hasattr(model, "layer_groups") else model
@@ -148,8 +148,8 @@ def plan(
 
 def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed: int, max_gpus):
     """Grow ``main`` (in place) until its replay meets every SLO; infeasible with both figures if none does."""
-    from kvplan.plans.fleet import _explain, _memory
-    from kvplan.plans.fleet_replay import at_instances, broken_slo, replay_until_met
+    from kvplan.plans.fleet.aggregated import _explain, _memory
+    from kvplan.plans.fleet.replay import at_instances, broken_slo, replay_until_met
 
     gpus = main.shape.gpus
     limit = max_gpus // gpus if max_gpus is not None else None
