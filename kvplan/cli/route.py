@@ -116,7 +116,7 @@ def route_command(
                          "e.g. kvplan route conversation_trace.jsonl --cache-tokens 3M --service-time 20s")
     service = None
     if args:
-        from kvplan.plans.fleet import EngineSettings, Shape, parse_slo
+        from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
         from kvplan.plans.route.migration import links_for
         from kvplan.plans.route.service import ServiceModel
 

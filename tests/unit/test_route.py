@@ -16,7 +16,7 @@ from kvplan.errors import InputError
 from kvplan.plans.route import POLICIES, RouterSettings, route
 from kvplan.plans.route import policies as pol
 from kvplan.plans.route.replay import instance_hits
-from kvplan.plans.workload import lru_rows
+from kvplan.plans.fleet.workload import lru_rows
 from kvplan.workload.traces import make_trace, read_trace
 
 from ..conftest import DATA, TRACES_DIR

@@ -1,5 +1,5 @@
 """A deployment behind the router: its KV pool is each instance's prefix cache, its fleet model gives
-service times, TTFT and GPUs (:mod:`kvplan.plans.fleet_model`, the model of ``kvplan plan``).
+service times, TTFT and GPUs (:mod:`kvplan.plans.fleet.model`, the model of ``kvplan plan``).
 
 - cache per instance = the engine's KV pool, ``num_blocks × block_size`` tokens (``kvplan fit``'s
   ``kv_cache_tokens``). The pool also holds the running requests' KV, so this is the prefix cache's
@@ -28,8 +28,8 @@ import numpy as np
 
 from kvplan.calc import tiering
 from kvplan.errors import InfeasibleError
-from kvplan.plans import fleet_model as fm
-from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
+from kvplan.plans.fleet import model as fm
+from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
 from kvplan.workload.traces import Trace
 
 COLUMNS = ["prefill_gpu_s_saved_per_s", "ttft_p50_s", "ttft_p99_s", "ttft_p99_busiest_s", "gpus_needed"]
