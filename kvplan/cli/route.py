@@ -56,6 +56,10 @@ def route_command(
     think_time: ThinkTimeOpt = "0s",
     shared_prefix: SharedPrefixOpt = "0",
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 20_000,
+    rag_docs: Annotated[Optional[int], typer.Option(
+        "--rag-docs", help="Flag workload: one of this many shared documents (prefix groups) in every prompt.")] = None,
+    rag_doc_tokens: Annotated[str, typer.Option("--rag-doc-tokens", help="Tokens per document.")] = "4k",
+    rag_zipf: Annotated[float, typer.Option("--rag-zipf", help="Zipf exponent of document popularity (0 = uniform).")] = 1.0,
     ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s' (with a deployment).")] = None,
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = None,
     tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="GPUs per instance.")] = 1,
@@ -92,6 +96,8 @@ def route_command(
         trace_path = Path(args.pop(0))
     if trace_path is not None and flags:
         raise InputError("give a TRACE or workload flags (--rate/--isl/--osl), not both")
+    if trace_path is not None and rag_docs is not None:
+        raise InputError("--rag-docs describes a flag workload; a trace carries its own reuse")
     if len(args) not in (0, 2):
         raise InputError(f"expected MODEL HARDWARE after the workload (got {len(args)} more argument"
                          f"{'s' if len(args) != 1 else ''})", "e.g. kvplan route trace.jsonl llama-3.1-8b h100-sxm")
@@ -110,7 +116,13 @@ def route_command(
                                    shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
         if sample < 2:
             raise InputError(f"--sample must be >= 2 (got {sample})")
-        trace = spec.sample(sample, seed)
+        if rag_docs is not None:
+            from kvplan.plans.tiers.reuse import from_workload, with_rag_documents
+
+            trace = with_rag_documents(from_workload(spec, sample_requests=sample, seed=seed), rag_docs,
+                                       parse_tokens(rag_doc_tokens), rag_zipf, seed).trace
+        else:
+            trace = spec.sample(sample, seed)
     else:
         raise InputError("no workload: give a TRACE file, or --rate, --isl and --osl (with --turns for sessions)",
                          "e.g. kvplan route conversation_trace.jsonl --cache-tokens 3M --service-time 20s")
