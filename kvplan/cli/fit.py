@@ -10,7 +10,7 @@ from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, Explain
                                 cards_dirs, emit, handle_errors)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
-from kvplan.plans.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides, fit
 from kvplan.units import parse_bytes
 
 
@@ -88,7 +88,7 @@ def fit_command(
 def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: dict, cards: tuple):
     """Model, hardware and settings from a vLLM serve line; kvplan's own flags win where given."""
     from kvplan.cards.loader import load_model
-    from kvplan.plans.vllm_cmdline import parse_vllm_serve
+    from kvplan.plans.sizing.vllm_cmdline import parse_vllm_serve
 
     if engine != "vllm":
         raise InputError(f"--from-vllm reads a vLLM command line; --engine {engine} does not apply", "drop --engine")

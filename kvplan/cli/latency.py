@@ -10,8 +10,8 @@ import typer
 from kvplan.cli.options import (EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
                                 emit, handle_errors)
 from kvplan.errors import InputError
-from kvplan.plans.calibrate import calibrate
-from kvplan.plans.latency import Speculation, latency
+from kvplan.plans.sizing.calibrate import calibrate
+from kvplan.plans.sizing.latency import Speculation, latency
 from kvplan.report.render import write_atomic
 from kvplan.units import parse_list, parse_tokens
 

@@ -35,6 +35,8 @@ EngineOpt = Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, 
 BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
 EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
+SystemOpt = Annotated[Optional[str], typer.Option(
+    "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]
 StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
 
@@ -79,7 +81,7 @@ def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):
     """The ``--eta-mem/--eta-flops/--step-overhead`` flags as latency Efficiencies (None = the card's)."""
-    from kvplan.plans.latency import Efficiencies
+    from kvplan.plans.sizing.latency import Efficiencies
     from kvplan.units import parse_seconds
 
     overhead = None if step_overhead is None else parse_seconds(step_overhead)

@@ -12,9 +12,9 @@ from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficien
 from kvplan.cli.workload import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError
-from kvplan.plans.pd import PDSettings, plan_pd
-from kvplan.plans.pd_link import PLACEMENTS
-from kvplan.plans.pd_report import pd_hint
+from kvplan.plans.pd.plan import PDSettings, plan_pd
+from kvplan.plans.pd.link import PLACEMENTS
+from kvplan.plans.pd.report import pd_hint
 from kvplan.units import parse_bandwidth, parse_list, parse_seconds, parse_tokens
 
 

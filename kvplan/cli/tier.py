@@ -10,9 +10,9 @@ import typer
 from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
 from kvplan.errors import InputError
-from kvplan.plans.tier_inputs import CapacityOverrides
-from kvplan.plans.tier_reuse import from_trace, from_workload, with_rag_documents
-from kvplan.plans.tiers import tier_plan
+from kvplan.plans.tiers.inputs import CapacityOverrides
+from kvplan.plans.tiers.reuse import from_trace, from_workload, with_rag_documents
+from kvplan.plans.tiers.plan import tier_plan
 from kvplan.report.tier_chart import hit_rate_chart
 from kvplan.report.tier_tables import presentation
 from kvplan.units import parse_bytes, parse_seconds, parse_tokens

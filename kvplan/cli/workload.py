@@ -10,7 +10,7 @@ import typer
 
 from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, handle_errors
 from kvplan.errors import InputError
-from kvplan.plans.workload import presentation, workload, workload_spec
+from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.report.render import render, write_atomic
 from kvplan.result import Result
 from kvplan.units import parse_list, parse_seconds, parse_tokens

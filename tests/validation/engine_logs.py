@@ -2,7 +2,7 @@
 
 Each record quotes the logged lines, names its source, lists the public inputs (model, GPU,
 tp, utilisation, dtype, the memory terms the log prints) and computes the logged figure with
-kvplan: ``kvplan.plans.fit.fit`` with ``Overrides`` for the terms the log prints, or
+kvplan: ``kvplan.plans.sizing.fit.fit`` with ``Overrides`` for the terms the log prints, or
 ``kv_layout`` bytes per token where the log relates tokens to bytes (SGLang's
 ``#tokens = KV bytes // cell``, TensorRT-LLM's "Allocated X GiB for max tokens (N)").
 
@@ -22,7 +22,7 @@ from kvplan.cards.hf_import import card_dict_from_config
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import ModelCard
 from kvplan.engines import get_profile
-from kvplan.plans.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides, fit
 
 GiB = 2**30
 
