@@ -12,7 +12,8 @@ Candidates (as ``kvplan pd`` searches its pools):
   are searched over TP and PP only. The extension point is :func:`candidate_shapes`: a shape
   with ``ep`` > 1 would be priced by such a step model.
 
-Each shape is planned by :func:`kvplan.plans.fleet.aggregated.plan_aggregated`. The answer is the
+Each shape is resolved (:func:`kvplan.plans.deployment.resolve`) and planned by
+:func:`kvplan.plans.fleet.aggregated.plan_fleet`. The answer is the
 feasible shape of least cost — GPU-hours when ``gpu_cost`` is given, else GPUs — ties going to
 fewer GPUs per instance (finer scaling), then the lower TPOT p99; the rest are the runners-up.
 When the replay sizes the fleet (:mod:`kvplan.plans.fleet.replay`), shapes are replayed in order
@@ -24,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvplan.plans.fleet.aggregated import FleetPlan, Shape, plan_aggregated
+from kvplan.plans.deployment import EngineSettings, Parallelism, node_hardware, resolve
+from kvplan.plans.fleet.aggregated import FleetPlan, Shape, plan_fleet
 
 DEFAULT_TPS = (1, 2, 4, 8)
 WHERE_NEEDED_PPS = (2, 4, 8)
@@ -47,11 +49,11 @@ def domain_of(hw) -> float:
     return float("inf") if hw.scale_up is not None else 1.0
 
 
-def candidate_shapes(card, hw, tps, pps) -> tuple[list[Shape], list[str]]:
+def candidate_shapes(card, hw, tps, pps, system=None) -> tuple[list[Shape], list[str]]:
     """TP × PP shapes to plan (PP only where given), and the TPs dropped with the reason."""
     from kvplan.plans.pd.model import valid_tps
 
-    ok, dropped = valid_tps(card, list(tps), domain_of(hw), "plan")
+    ok, dropped = valid_tps(card, list(tps), domain_of(node_hardware(hw, system)), "plan")
     return [Shape(tp, pp) for pp in pps for tp in ok], dropped
 
 
@@ -69,26 +71,31 @@ def _key(plan: FleetPlan, gpu_cost):
             0 if plan.sized_by == "replay" else 1, plan.shape.gpus, p99 if p99 is not None else 0.0)
 
 
-def search_shapes(card, hw, workload, slos, tps=None, pps=None, engine=None, *, gpu_cost: dict | None = None,
-                  replay=None, **kwargs) -> ShapeSearch:
+def search_shapes(card, hw, workload, slos, tps=None, pps=None, engine: EngineSettings | None = None, *,
+                  system=None, cards=(), gpu_cost: dict | None = None, replay=None, **kwargs) -> ShapeSearch:
     """Plan every candidate shape; the cheapest feasible first (module docstring).
 
+    ``card``, ``hw`` and ``system`` are cards; ``kwargs`` go to :func:`plan_fleet`.
     ``replay(plan)``, when given, sizes a feasible closed-form plan by its own replay (in place).
     """
     from kvplan.errors import InputError
 
+    engine = engine or EngineSettings()
     searched_tps = list(tps) if tps else list(DEFAULT_TPS)
     explicit_pp = pps is not None
-    shapes, dropped = candidate_shapes(card, hw, searched_tps, list(pps) if pps else [1])
+    shapes, dropped = candidate_shapes(card, hw, searched_tps, list(pps) if pps else [1], system)
     if not shapes:
         raise InputError(f"no usable TP among {', '.join(map(str, searched_tps))} for {card.name} on {hw.name}",
                          "; ".join(dropped) or "pass other --tp values")
-    extra = {} if engine is None else {"engine": engine}
-    plans = [plan_aggregated(card, hw, workload, slos, shape, **extra, **kwargs) for shape in shapes]
+    def one(shape: Shape) -> FleetPlan:
+        dep = resolve(card, hw, system=system, engine=engine, parallel=Parallelism(shape.tp, shape.pp), cards=cards)
+        return plan_fleet(dep, workload, slos, **kwargs)
+
+    plans = [one(shape) for shape in shapes]
     if not explicit_pp and all(p.binding_constraint in ("memory", "kv_capacity") and not p.feasible for p in plans):
         widest = max(s.tp for s in shapes)
         for pp in WHERE_NEEDED_PPS:
-            plan = plan_aggregated(card, hw, workload, slos, Shape(widest, pp), **extra, **kwargs)
+            plan = one(Shape(widest, pp))
             plans.append(plan)
             if plan.feasible or plan.binding_constraint not in ("memory", "kv_capacity"):
                 break
