@@ -55,24 +55,21 @@ def sweep_command(
     cards: CardsOpt = None,
 ) -> None:
     """Evaluate size and fit (and decode latency) at every grid point, vectorised; one row per point."""
-    from kvplan.plans.check.sweep import load_grid, output_format, sweep, write_sweep
+    from kvplan.plans.check.sweep import load_grid, sweep_stream
+    from kvplan.plans.check.sweep_write import output_format, write_sweep
 
     output_format(output)  # refuse a bad path or a missing pyarrow before any work
     spec = load_grid(grid)
-    progress = _Progress(f"evaluating {spec.points:,} points")
-    try:
-        result = sweep(spec, cards=cards_dirs(cards), strict=strict, progress=progress)
-    finally:
-        progress.close()
-    if not result.blocks:
+    start = time.perf_counter()
+    result = sweep_stream(spec, cards=cards_dirs(cards), strict=strict)
+    if result.empty():
         reasons = "; ".join(r for r, _ in result.skipped[:MAX_LISTED_REASONS])
         raise InputError(f"no valid point in {grid}: {reasons}", "fix the grid (see the reasons), or pass fewer values")
-    start = time.perf_counter()
-    writing = _Progress(f"writing {result.rows:,} rows")
+    progress = _Progress(f"evaluating and writing {spec.points:,} points")
     try:
-        write_sweep(result, output, progress=writing, stream=sys.stdout)
+        write_sweep(result, output, progress=lambda done, _: progress(done, spec.points), stream=sys.stdout)
     finally:
-        writing.close()
+        progress.close()
     written = time.perf_counter() - start
     for note in result.notes:
         typer.echo(f"Note: {note}", err=True)
@@ -90,5 +87,5 @@ def sweep_command(
                    err=True)
     where = f"Wrote {output}" if output is not None else "Wrote"
     typer.echo(f"{where}: {result.rows:,} rows of {spec.points:,} grid points "
-               f"({result.skipped_points:,} skipped); evaluated in {result.seconds:.2f} s, written in {written:.2f} s",
+               f"({result.skipped_points:,} skipped) in {written:.2f} s ({result.rows / max(written, 1e-9) / 1e6:.2f} M points/s)",
                err=True)
