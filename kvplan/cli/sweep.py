@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors
+from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors, note
 from kvplan.errors import InputError
 
 MAX_LISTED_REASONS = 5
@@ -71,20 +71,19 @@ def sweep_command(
     finally:
         progress.close()
     written = time.perf_counter() - start
-    for note in result.notes:
-        typer.echo(f"Note: {note}", err=True)
+    for text in result.notes:
+        note(text)
     if verbose:
-        for note in result.latency_notes:
-            typer.echo(f"Note: {note}", err=True)
+        for text in result.latency_notes:
+            note(text)
     elif result.latency_notes:
-        typer.echo(f"Note: the latency columns take {len(result.latency_notes)} kvplan defaults where the hardware "
-                   "cards lack a figure (η_flops, step overhead, link latency); --verbose lists them", err=True)
+        note(f"the latency columns take {len(result.latency_notes)} kvplan defaults where the hardware "
+             "cards lack a figure (η_flops, step overhead, link latency); --verbose lists them")
     for reason, points in result.skipped[:MAX_LISTED_REASONS]:
-        typer.echo(f"Note: skipped {points:,} points: {reason}", err=True)
+        note(f"skipped {points:,} points: {reason}")
     if len(result.skipped) > MAX_LISTED_REASONS:
         rest = sum(n for _, n in result.skipped[MAX_LISTED_REASONS:])
-        typer.echo(f"Note: skipped {rest:,} more points for {len(result.skipped) - MAX_LISTED_REASONS} more reasons",
-                   err=True)
+        note(f"skipped {rest:,} more points for {len(result.skipped) - MAX_LISTED_REASONS} more reasons")
     where = f"Wrote {output}" if output is not None else "Wrote"
     typer.echo(f"{where}: {result.rows:,} rows of {spec.points:,} grid points "
                f"({result.skipped_points:,} skipped) in {written:.2f} s ({result.rows / max(written, 1e-9) / 1e6:.2f} M points/s)",
