@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
-from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, SystemOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
@@ -34,6 +34,7 @@ def _float_list(text: str) -> list[float]:
 def plan_command(
     model: ModelArg,
     hardware: HardwareArg,
+    system: SystemOpt = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file: Azure CSV, Mooncake JSONL, or a CSV with --columns.")] = None,
     qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s (with --trace: rescale it to this rate).")] = None,
     isl: Annotated[Optional[str], typer.Option("--isl", help=f"Prompt tokens: {LengthOpt}.")] = None,
@@ -64,7 +65,7 @@ def plan_command(
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
-    simulate: Annotated[bool, typer.Option("--simulate", help="Check the closed form by simulating the planned fleet.")] = False,
+    simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
     sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate (default: the whole trace, or 10000).")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed for sampled workloads.")] = 0,
@@ -87,7 +88,8 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     result = plan(model, hardware, workload, slos, Shape(tp, pp), settings, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
-                  max_utilization=max_utilization, allow_long_context=allow_long_context, cards=cards_dirs(cards))
+                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
+                  cards=cards_dirs(cards))
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
