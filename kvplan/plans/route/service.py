@@ -70,7 +70,7 @@ class ServiceModel:
             raise InfeasibleError(f"the deployment cannot serve the trace: {plan.reason}", plan.hint)
         self.plan, self.setup = plan, plan.setup
         self.cost, self.machine, self.layout = plan.setup["cost"], plan.setup["machine"], plan.setup["layout"]
-        self.cache_tokens = int(plan.setup["fit_row"]["kv_cache_tokens"])
+        self.cache_tokens = int(plan.setup["deployment"].pool.tokens_per_instance)
         self.base = fm.FleetModel(plan.figures, self.workload.lengths, self.workload.rate_per_s,
                                   self.workload.arrival_scv, self.slos, self.max_utilization)
         isl = self.trace.isl.astype(np.float64)
@@ -80,9 +80,9 @@ class ServiceModel:
         self.notes = list(dict.fromkeys([*plan.assumptions, self._cache_note()]))
 
     def _cache_note(self) -> str:
-        row = self.setup["fit_row"]
+        pool = self.setup["deployment"].pool
         return (f"per-instance prefix cache = the KV pool of {self.plan.model} on {self.shape.gpus}× {self.plan.hardware} "
-                f"({self.engine.engine}): {row['num_blocks']:,} blocks × {row['block_size']} tokens = "
+                f"({self.engine.engine}): {pool.blocks_per_gpu:,} blocks × {pool.block_size} tokens = "
                 f"{self.cache_tokens:,} tokens (shared with running requests: an upper bound)")
 
     def point(self, n: int) -> fm.Point:
