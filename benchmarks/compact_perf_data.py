@@ -89,10 +89,17 @@ MOE_TOKENS = [1, 4, 16, 64, 256, 1024, 4096, 16384]
 MOE_PAR = [(1, 1), (8, 1), (1, 8), (1, 32)]  # (moe_tp, moe_ep)
 MOE_DTYPES = ["bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a8_mxfp4_mxfp8"]
 MOE_DIST = ["balanced", "power_law_1.01"]
+A2A_SHAPES = {(7168, 8, 256): "DeepSeek-V3/R1", (4096, 8, 128): "Qwen3-235B-A22B"}  # (hidden, topk, experts)
+A2A_NORMAL_TOKENS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536]
 COMM_ELEMS_STEP = 4  # keep every message size that is 4**i times the smallest
 
 
 SIG_DIGITS = 6
+
+
+def us_to_s(value) -> str:
+    """Source latency in microseconds (DeepEP tables) as seconds, 6 significant digits."""
+    return ms_to_s(Decimal(repr(float(value))).scaleb(-3))
 
 
 def ms_to_s(value) -> str:
@@ -345,6 +352,42 @@ def comm(root, out, sources):
                             "message_elements", "message_bytes", "latency_s", "src_row"], rows)
 
 
+def _a2a_keep(tokens):
+    def keep(df):
+        shape = df[["hidden_size", "num_topk", "num_experts"]].apply(tuple, axis=1)
+        df = df[shape.isin(A2A_SHAPES.keys()) & (df.node_num == 1)]
+        if tokens is not None:
+            df = df[df.num_token.isin(tokens)]
+        return df.sort_values(["hidden_size", "num_experts"] + (["dispatch_sms"] if "dispatch_sms" in df else [])
+                              + ["num_token"])
+    return keep
+
+
+def moe_a2a(root, out, sources):
+    """DeepEP dispatch/combine on one node (sglang wide-EP tables; 8 GPUs a node, so EP 8)."""
+    rows = []
+    for gpu in GPUS:
+        found = pick(root, gpu, "comm", "sglang", "wideep_deepep_ll_perf", _a2a_keep(None), sources)
+        if found:
+            ver, df = found
+            for r in df.itertuples():
+                for phase in ("dispatch", "combine"):
+                    rows.append([gpu, "sglang", ver, "deepep_ll", phase, 8 * r.node_num, r.num_token, r.hidden_size,
+                                 r.num_topk, r.num_experts, "", us_to_s(getattr(r, f"{phase}_avg_t_us")), r.src_row])
+        found = pick(root, gpu, "comm", "sglang", "wideep_deepep_normal_perf", _a2a_keep(A2A_NORMAL_TOKENS), sources)
+        if found:
+            ver, df = found
+            for r in df.itertuples():
+                for phase in ("dispatch", "combine"):
+                    if getattr(r, f"{phase}_notify_us") != 0:
+                        raise SystemExit("DeepEP normal notify time is not zero; latency would need the sum")
+                    rows.append([gpu, "sglang", ver, "deepep_normal", phase, 8 * r.node_num, r.num_token,
+                                 r.hidden_size, r.num_topk, r.num_experts, getattr(r, f"{phase}_sms"),
+                                 us_to_s(getattr(r, f"{phase}_transmit_us")), r.src_row])
+    write(out, "moe_a2a.csv", ["gpu", "backend", "backend_version", "library", "phase", "ep_size", "num_tokens",
+                               "hidden_size", "topk", "num_experts", "sms", "latency_s", "src_row"], rows)
+
+
 def _is_pow(x: int, base: int) -> bool:
     while x > 1 and x % base == 0:
         x //= base
@@ -366,6 +409,7 @@ def main() -> None:
     mla(root, out, sources)
     moe(root, out, sources)
     comm(root, out, sources)
+    moe_a2a(root, out, sources)
     rows = sorted({(g, b, v, f"{DATA_SUBDIR}/{p.relative_to(root)}") for g, b, v, p in sources})
     with open(out / "sources.csv", "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")

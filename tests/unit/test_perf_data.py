@@ -36,6 +36,8 @@ TABLES = {
                        "moe_tp", "moe_ep", "distribution", "latency_s", "src_row"],
     "comm.csv": LEAD + ["library", "op", "dtype", "num_gpus", "message_elements", "message_bytes", "latency_s",
                         "src_row"],
+    "moe_a2a.csv": LEAD + ["library", "phase", "ep_size", "num_tokens", "hidden_size", "topk", "num_experts", "sms",
+                           "latency_s", "src_row"],
 }
 # Columns that do not identify a measured point (the value, its provenance, a derived size). kernel_id does:
 # TensorRT-LLM on B200 measured nvfp4 MoE with two kernels at the same points.
@@ -123,6 +125,18 @@ SPOT = [
                             num_heads="128"),
      0.12501866618792215, "b200_sxm/mla/trtllm/1.3.0rc20/generation_mla_perf.parquet", 2208),
 ]
+
+
+# DeepEP tables store microseconds.
+SPOT_US = [
+    ("moe_a2a.csv", dict(gpu="h200_sxm", library="deepep_ll", phase="dispatch", num_tokens="128",
+                         hidden_size="7168", topk="8", num_experts="256"),
+     35.119, "h200_sxm/comm/sglang/0.5.12/wideep_deepep_ll_perf.parquet", 150),
+    ("moe_a2a.csv", dict(gpu="b200_sxm", library="deepep_normal", phase="combine", num_tokens="4096",
+                         hidden_size="7168", topk="8", num_experts="256", sms="24"),
+     756.1031823255579, "b200_sxm/comm/sglang/0.5.12/wideep_deepep_normal_perf.parquet", 2202),
+]
+SPOT += [(n, m, us / 1000.0, f, r) for n, m, us, f, r in SPOT_US]
 
 
 @pytest.mark.parametrize("name,match,latency_ms,src_file,src_row", SPOT)
