@@ -19,6 +19,9 @@ from kvplan.units import parse_bandwidth, parse_list, parse_seconds, parse_token
 
 
 
+EP_DPS = (8, 16, 32, 64, 128)  # searched attention-DP sizes with --enable-expert-parallel and no --*-dp
+
+
 def _tps(text: str, flag: str) -> list[int]:
     def one(item: str) -> int:
         if not item.isdigit() or int(item) < 1:
@@ -51,8 +54,21 @@ def pd_command(
     trace_format: TraceFormatOpt = "auto",
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=4s'.")] = "p99<=4s",
     tpot: Annotated[str, typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = "p99<=100ms",
-    prefill_tp: Annotated[str, typer.Option("--prefill-tp", help="Prefill TP sizes to search (one value fixes it).")] = "1,2,4,8",
-    decode_tp: Annotated[str, typer.Option("--decode-tp", help="Decode TP sizes to search (one value fixes it).")] = "1,2,4,8",
+    prefill_tp: Annotated[Optional[str], typer.Option(
+        "--prefill-tp", help="Prefill TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
+    decode_tp: Annotated[Optional[str], typer.Option(
+        "--decode-tp", help="Decode TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
+    prefill_dp: Annotated[Optional[str], typer.Option(
+        "--prefill-dp", help="Prefill attention data-parallel sizes per instance (default 1; with EP "
+                             f"{','.join(map(str, EP_DPS))}).")] = None,
+    decode_dp: Annotated[Optional[str], typer.Option(
+        "--decode-dp", help="Decode attention data-parallel sizes per instance (DeepSeek decode: 144).")] = None,
+    enable_expert_parallel: Annotated[bool, typer.Option(
+        "--enable-expert-parallel", help="Routed experts split over ep = TP × DP ranks in both pools (vLLM).")] = False,
+    ep_redundant_experts: Annotated[int, typer.Option(
+        "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32).")] = 0,
+    two_batch_overlap: Annotated[bool, typer.Option(
+        "--two-batch-overlap", help="Hide communication behind compute (DeepSeek's dual micro-batch overlap).")] = False,
     prefill_instances: Annotated[Optional[int], typer.Option(
         "--prefill-instances", help="Evaluate this many prefill instances (with --decode-instances) instead of searching.")] = None,
     decode_instances: Annotated[Optional[int], typer.Option("--decode-instances", help="Decode instances to evaluate.")] = None,
@@ -88,6 +104,8 @@ def pd_command(
     """Recommend xPyD (counts and TP per pool) for percentile SLOs, beside the aggregated plan, with sensitivity rows."""
     if trace is not None and any(v is not None for v in (isl, osl)):
         raise InputError("give --trace or --isl/--osl, not both", "a trace carries its own lengths (--qps rescales its rate)")
+    default_tp = "1" if enable_expert_parallel else "1,2,4,8"
+    default_dp = ",".join(map(str, EP_DPS)) if enable_expert_parallel else "1"
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -96,7 +114,10 @@ def pd_command(
     result = plan_pd(
         model, hardware, decode_hardware=decode_hardware, system=system, decode_system=decode_system,
         placement=placement, qps=qps, isl=isl, osl=osl, trace=trace, trace_format=trace_format, arrival_cv=arrival_cv,
-        ttft=ttft, tpot=tpot, prefill_tp=_tps(prefill_tp, "--prefill-tp"), decode_tp=_tps(decode_tp, "--decode-tp"), prefill_instances=prefill_instances,
+        ttft=ttft, tpot=tpot, prefill_tp=_tps(prefill_tp or default_tp, "--prefill-tp"),
+        decode_tp=_tps(decode_tp or default_tp, "--decode-tp"), prefill_instances=prefill_instances,
+        prefill_dp=_tps(prefill_dp or default_dp, "--prefill-dp"), decode_dp=_tps(decode_dp or default_dp, "--decode-dp"),
+        expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts, overlap_comm=two_batch_overlap,
         decode_instances=decode_instances, cached_prefix_fraction=cached_prefix_fraction,
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
