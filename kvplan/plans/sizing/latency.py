@@ -39,12 +39,12 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
-from kvplan.plans.size import as_list, check_positive
+from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
 from kvplan.calc.operators import Parallel, op_times
-from kvplan.plans.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
+from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
                                     max_batch, operator_model)
-from kvplan.plans.latency_ops import draft_pass, explain_operators, load_tables, memory_notes
+from kvplan.plans.sizing.latency_ops import draft_pass, explain_operators, load_tables, memory_notes
 from kvplan.units import format_bytes, format_seconds
 
 # kvplan-wide defaults, used only where the hardware card has no figure (printed as assumptions).

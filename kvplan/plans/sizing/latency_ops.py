@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 
 from kvplan.calc.operators import OP_LABELS, OP_NAMES, Shapes, model_shapes, op_times
-from kvplan.plans.perfmodel import make_pass, weights_per_gpu
+from kvplan.plans.sizing.perfmodel import make_pass, weights_per_gpu
 from kvplan.units import format_bytes, format_seconds
 
 

@@ -192,7 +192,7 @@ def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: st
     from kvplan.calc.kv import kv_layout
     from kvplan.calc.memory import activation_peak_bytes, kv_budget
     from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype
-    from kvplan.plans.fit import _utilization
+    from kvplan.plans.sizing.fit import _utilization
 
     profile = get_profile(engine)
     util = _utilization(engine, hw.hbm_capacity_bytes, tp, 1, None, notes)
