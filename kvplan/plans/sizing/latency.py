@@ -44,7 +44,7 @@ from kvplan.result import Result
 from kvplan.calc.operators import Parallel, op_times
 from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
                                     max_batch, operator_model)
-from kvplan.plans.sizing.latency_ops import draft_pass, explain_operators, load_tables, memory_notes
+from kvplan.plans.sizing.latency_ops import draft_pass, explain_operators, load_tables, memory_notes, with_system
 from kvplan.units import format_bytes, format_seconds
 
 # kvplan-wide defaults, used only where the hardware card has no figure (printed as assumptions).
@@ -239,6 +239,7 @@ def latency(
     overlap_comm: bool = False, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
     dp: int = 1, expert_parallel: bool = False, redundant_experts: int = 0, expert_imbalance: float | None = None,
     two_batch_overlap: bool | None = None, perf_model: str = "operators", max_num_seqs: int | None = None,
+    system: str | None = None,
 ) -> Result:
     """TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination.
 
@@ -248,7 +249,7 @@ def latency(
     ``ep`` (legacy) is ``--tp 1 --dp ep --enable-expert-parallel``.
     """
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
+    hw = with_system(hardware, system, cards)
     if perf_model not in ("operators", "roofline"):
         raise InputError(f"--perf-model must be operators or roofline (got {perf_model!r})",
                          "operators: per-operator efficiencies; roofline: one η pair for every operator")
