@@ -10,8 +10,8 @@ import typer
 
 from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, handle_errors
 from kvplan.errors import InputError
-from kvplan.plans.workload import presentation, workload, workload_spec
-from kvplan.report.render import render, write_atomic
+from kvplan.plans.fleet.workload import presentation, workload, workload_spec
+from kvplan.report.render import render, terminal_width, write_atomic
 from kvplan.result import Result
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 from kvplan.workload.synthetic import workload_from_flags
@@ -84,7 +84,8 @@ def workload_command(
 
 def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | None, explain: bool) -> None:
     """Print or write several tables as one document; notes (e.g. skipped rows) go to stderr."""
-    text = "\n".join(render(table, fmt, explain=explain) for table in tables)
+    width = terminal_width() if output is None else None
+    text = "\n".join(render(table, fmt, explain=explain, width=width) for table in tables)
     if output is not None:
         write_atomic(output, text)
         typer.echo(f"Wrote {output}", err=True)
