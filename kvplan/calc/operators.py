@@ -11,7 +11,8 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
     routed experts (grouped)     EP: touched local experts × W_e,  2 P_e λ n k / ep
                                  TP: touched experts × W_e / (tp dp), 2 P_e n k / (tp dp)
                                                                                     η_moe(tokens per expert)
-    attention core               KV bytes of the rank's B/dp sequences; FLOPs / (tp dp)
+    attention core               KV bytes of the rank's B/dp sequences; FLOPs / (tp dp) at the
+                                 attention dtype's peak (bf16 unless the KV cache is fp8)
                                  decode η_attn(batch per rank, context); prefill η_attn(prompt)
     LM head                      W_lm / tp, 2 V h rows_a / tp                       η_gemm(M = rows_a)
     t_op = SOL_op / η_op(size)   (table curve), or max(bytes/(BW η_mem), FLOPs/(peak η_flops)) (card)
@@ -127,6 +128,7 @@ class OperatorEfficiencies:
     overhead_per_seq_s: float = 0.0
     collectives: dict = field(default_factory=dict)   # (op, ranks) -> LatencyCurve
     notes: tuple[str, ...] = ()
+    attention_peak_flops_per_s: float | None = None   # attention's tensor-core peak (its KV/activation dtype)
 
 
 def padded_batch(batch, sizes: tuple[int, ...]):
@@ -251,7 +253,8 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         attn_eff, attn_size = effs.attention_decode, (b / dp, ctx)
     else:
         attn_eff, attn_size = effs.attention_prefill, ctx
-    terms["attention"] = (kv / bw, attn_flops / peak, attn_size)
+    attn_peak = effs.attention_peak_flops_per_s or peak
+    terms["attention"] = (kv / bw, attn_flops / attn_peak, attn_size)
     eff_of = {"attention_gemms": effs.attention_gemms, "mlp_gemms": effs.mlp_gemms, "lm_head": effs.lm_head,
               "expert_gemms": effs.expert_gemms, "attention": attn_eff}
     mem_list, comp_list = [], []
@@ -293,7 +296,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     total_flops = (2 * (shapes.attention_params + shapes.mlp_params) * n_a + 2 * cost.lm_head_params * rows_a) / tp \
         + expert_flops + attn_flops
     total_bytes = weight_bytes + kv
-    floor_s = np.maximum(total_bytes / bw, total_flops / peak)
+    floor_s = np.maximum(total_bytes / bw, (total_flops - attn_flops) / peak + attn_flops / attn_peak)
     shape = np.broadcast_shapes(shape, np.shape(time_s))
 
     def full(x):

@@ -111,6 +111,8 @@ def calibrate_command(
     weights_dtype: WeightsDtypeOpt = "auto",
     compute_dtype: ComputeDtypeOpt = None,
     engine: EngineOneOpt = "vllm",
+    holdout: Annotated[float, typer.Option(
+        "--holdout", help="Share of rows scored but not fitted (every ⌈1/f⌉-th row): in-sample and held-out error.")] = 0.0,
     card_out: Annotated[Optional[Path], typer.Option(
         "--card-out", help="Write the calibrated hardware card (YAML) here; pass it as HARDWARE later.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Name of the calibrated card (default: HARDWARE-calibrated).")] = None,
@@ -122,7 +124,7 @@ def calibrate_command(
     """Fit η_mem, η_flops and the per-step overhead to measured step times; print residuals; write an overlay card."""
     calibration = calibrate(
         model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards),
+        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards), holdout=holdout,
     )
     if card_out is not None:
         write_atomic(card_out, calibration.card_yaml())

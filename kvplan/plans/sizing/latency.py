@@ -131,8 +131,9 @@ def resolve_machine(
 
     eta_mem = pick(eff.eta_mem, hw.efficiency.memory_bandwidth, DEFAULT_ETA_MEM, "η_mem",
                    "efficiency.memory_bandwidth", DEFAULT_ETA_MEM_SOURCE)
-    eta_flops = pick(eff.eta_flops, hw.efficiency.flops, DEFAULT_ETA_FLOPS, "η_flops",
-                     "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
+    by_dtype = (hw.efficiency.flops_by_dtype or {}).get(compute_dtype)
+    eta_flops = pick(eff.eta_flops, by_dtype if by_dtype is not None else hw.efficiency.flops, DEFAULT_ETA_FLOPS,
+                     "η_flops", "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
     overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
     if overhead is None:
         ops = OPS_PER_LAYER * layers + 1

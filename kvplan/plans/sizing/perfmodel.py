@@ -158,6 +158,13 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
         if not explicit_eta:
             notes.append(f"no per-kernel table for {hw.name} {machine.compute_dtype}: every operator at the card's "
                          f"η_mem {machine.eta_mem:g}, η_flops {machine.eta_flops:g}")
+    attention_dtype = "fp8" if next(iter(cost.layouts.values())).kv_dtype == "fp8" else "bf16"
+    attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
+    if attention_peak and attention_peak != machine.peak_flops_per_s:
+        import dataclasses
+        effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
+        notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
+                     f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
     graph_sizes = perf.cuda_graph_sizes if perf is not None else ()
     if perf is not None:
         notes.append(f"{engine} CUDA graphs: " + (f"decode GEMMs run at the captured batch size at or above the "
@@ -200,7 +207,7 @@ def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: st
     perf = engine_perf(engine)
     cap = max_num_seqs if max_num_seqs is not None else (perf.max_num_seqs if perf else None)
     activation = 0.0
-    if profile.budget in ("fraction_of_total", "fraction_of_free"):
+    if engine in ("vllm", "trtllm"):      # engines that profile a forward pass before sizing the cache
         activation = activation_peak_bytes(card, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, tp, cap or 256,
                                            serving_dtype(card.dtype, profile))
     budget = kv_budget(profile, hw.hbm_capacity_bytes, util, weights, activation)
