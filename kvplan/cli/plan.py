@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
-from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, SystemOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
@@ -34,6 +34,7 @@ def _float_list(text: str) -> list[float]:
 def plan_command(
     model: ModelArg,
     hardware: HardwareArg,
+    system: SystemOpt = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file: Azure CSV, Mooncake JSONL, or a CSV with --columns.")] = None,
     qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s (with --trace: rescale it to this rate).")] = None,
     isl: Annotated[Optional[str], typer.Option("--isl", help=f"Prompt tokens: {LengthOpt}.")] = None,
@@ -87,7 +88,8 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     result = plan(model, hardware, workload, slos, Shape(tp, pp), settings, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
-                  max_utilization=max_utilization, allow_long_context=allow_long_context, cards=cards_dirs(cards))
+                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
+                  cards=cards_dirs(cards))
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
