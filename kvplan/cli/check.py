@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, handle_errors
+from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, handle_errors, note
 from kvplan.errors import InputError
 from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
@@ -50,8 +50,8 @@ def check_command(
         sys.stdout.write(text)
     if junit is not None:
         typer.echo(f"Wrote {junit}", err=True)
-    for note in dict.fromkeys(a for p in report.plans for a in p.assumptions):
-        typer.echo(f"Note: {note}", err=True)
+    for text in dict.fromkeys(a for p in report.plans for a in p.assumptions):
+        note(text)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(report):
             typer.echo(line, err=True)
@@ -60,7 +60,7 @@ def check_command(
             try:
                 append_summary(Path(summary), github_summary(report))
             except OSError as exc:
-                typer.echo(f"Note: cannot append the job summary to {summary}: {exc.strerror}", err=True)
+                note(f"cannot append the job summary to {summary}: {exc.strerror}")
     if report.failed:
         raise typer.Exit(1)
 

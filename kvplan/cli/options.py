@@ -97,6 +97,24 @@ StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
 
 
+_QUIET = {"on": False}
+_PRINTED: set[str] = set()
+
+
+def set_quiet(quiet: bool) -> None:
+    """``kvplan --quiet`` (or KVPLAN_QUIET=1): no Note lines; also starts a fresh set of printed notes."""
+    _QUIET["on"] = quiet
+    _PRINTED.clear()
+
+
+def note(text: str) -> None:
+    """One ``Note:`` line on stderr, printed once per command, none under --quiet."""
+    if _QUIET["on"] or os.environ.get("KVPLAN_QUIET") == "1" or text in _PRINTED:
+        return
+    _PRINTED.add(text)
+    typer.echo(f"Note: {text}", err=True)
+
+
 def handle_errors(func):
     """Turn KvplanError into 'Error: … / Hint: …' on stderr and its exit code (no traceback)."""
 
@@ -125,8 +143,8 @@ def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -
         sys.stdout.write(text)
         sys.stdout.flush()
     if fmt != "markdown":
-        for note in result.assumptions:
-            typer.echo(f"Note: {note}", err=True)
+        for text in result.assumptions:
+            note(text)
         if explain and fmt in ("json", "csv"):
             typer.echo("\n".join(result.explain), err=True)
         if result.verdict and fmt in ("json", "csv"):

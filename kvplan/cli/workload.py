@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, handle_errors
+from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, handle_errors, note
 from kvplan.errors import InputError
 from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.report.render import render, terminal_width, write_atomic
@@ -91,5 +91,5 @@ def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | N
         typer.echo(f"Wrote {output}", err=True)
     else:
         sys.stdout.write(text)
-    for note in result.assumptions:
-        typer.echo(f"Note: {note}", err=True)
+    for text in result.assumptions:
+        note(text)

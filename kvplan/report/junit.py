@@ -25,9 +25,15 @@ def check_text(report: CheckReport) -> str:
     lines: list[str] = []
     for plan in report.plans:
         lines.append(f"{plan.path}: {plan.summary}")
+        explained: list[tuple[str, ...]] = []  # an explanation shared by several failures is printed once
         for o in plan.outcomes:
             lines.append(f"  {_MARK[o.status]}  {o.assertion}  —  {o.message}")
             if o.failed and o.why:
+                why = tuple(o.why)
+                if why in explained:
+                    lines.append("        why: the same as above")
+                    continue
+                explained.append(why)
                 lines.append("        why:")
                 lines.extend(f"          {w}" for w in o.why)
         lines.append("")
