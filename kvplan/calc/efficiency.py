@@ -7,7 +7,7 @@ An efficiency is the share of the speed-of-light (SOL) time an operator reaches:
     t    = SOL / η(size)                                (any shape of that operator)
 
 ``η(size)`` is piecewise linear in ``log(size)`` between measured sizes (tokens M for a GEMM,
-tokens per expert for a grouped MoE GEMM, batch and context for decode attention, prompt
+tokens entering a MoE layer for its grouped GEMMs, batch and context for decode attention, prompt
 tokens for prefill attention). Outside the measured range it is clamped to the end value, and
 :meth:`Curve.outside` says which points were clamped so that the command can say so.
 

@@ -10,7 +10,7 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
     dense MLP GEMMs (+ shared)   W_mlp / tp,         2 P_mlp n_a / tp               η_gemm(M = n_a)
     routed experts (grouped)     EP: touched local experts × W_e,  2 P_e λ n k / ep
                                  TP: touched experts × W_e / (tp dp), 2 P_e n k / (tp dp)
-                                                                                    η_moe(tokens per expert)
+                                                                                    η_moe(tokens n entering the layer)
     attention core               KV bytes of the rank's B/dp sequences; FLOPs / (tp dp) at the
                                  attention dtype's peak (bf16 unless the KV cache is fp8)
                                  decode η_attn(batch per rank, context); prefill η_attn(prompt)
@@ -121,7 +121,7 @@ class OperatorEfficiencies:
     attention_gemms: object            # Flat | Curve over M
     mlp_gemms: object
     lm_head: object
-    expert_gemms: object               # Flat | Curve over tokens per expert
+    expert_gemms: object               # Flat | Curve over tokens entering the MoE layer
     attention_decode: object           # Flat | Grid over (batch per rank, context)
     attention_prefill: object          # Flat | Curve over prompt tokens
     overhead_base_s: float
@@ -239,9 +239,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
             share = gpus
         params_e = cost.routed_params_per_token / (cost.moe_layers * k)
         expert_flops = 2 * params_e * cost.moe_layers * pairs / share
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_expert = np.where(touched > 0, pairs / np.maximum(touched, 1e-300), 0.0)
-        terms["expert_gemms"] = (expert_bytes / bw, expert_flops / peak, per_expert)
+        terms["expert_gemms"] = (expert_bytes / bw, expert_flops / peak, n)   # η over tokens entering the layer
         weight_bytes = weight_bytes + expert_bytes
     else:
         terms["expert_gemms"] = (0 * n, 0 * n, 0 * n + 1)

@@ -35,7 +35,7 @@ import numpy as np
 
 from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, forward_pass,
                                   mean_over_output, model_cost, prefill, speculative_tokens_per_step)
-from kvplan.cards.loader import load_hardware, load_model
+from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
@@ -44,7 +44,8 @@ from kvplan.result import Result
 from kvplan.calc.operators import Parallel, op_times
 from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
                                     max_batch, operator_model)
-from kvplan.plans.sizing.latency_ops import draft_pass, explain_operators, load_tables, memory_notes, with_system
+from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
+                                            memory_notes, with_system)
 from kvplan.units import format_bytes, format_seconds
 
 # kvplan-wide defaults, used only where the hardware card has no figure (printed as assumptions).
@@ -295,7 +296,7 @@ def latency(
         explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
         pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                                  efficiencies.step_overhead_s is not None, par, notes,
-                                                 load_tables())
+                                                 load_tables(), tps=tps)
         if tbo:
             notes.append("two-batch overlap: the step's communication overlaps the other micro-batch's compute "
                          "(max(kernels, comm) + overhead; an upper bound on the benefit)")
@@ -367,11 +368,12 @@ def latency(
         if perf_model == "operators":
             row.update({f"decode_{name}_s": float(v[i]) for name, v in op_times(step).items()})
             row["batch_max"] = bool(batch_max)
+            row.update(band_columns(cost.is_moe, int(b[i])))
         row.update({k: float(v[i]) for k, v in spec_cols.items()})
         row.update({k: float(v[i]) for k, v in chunk_cols.items()})
         rows.append(row)
         if i < 24:
-            explain.extend(_explain(card, cost, machine, row, pre, step, i) if perf_model == "roofline"
+            explain.extend(explain_roofline(card, cost, machine, row, pre, step, i) if perf_model == "roofline"
                            else explain_operators(card, cost, machine, row, pre, step, i))
     if len(grid) > 24:
         explain.append(f"… {len(grid) - 24} more rows: rerun with fewer values to see their terms")
@@ -458,48 +460,6 @@ def _standard_notes(card, cost, tps, ep, overlap_comm, chunk_size) -> list[str]:
         notes.append(f"chunked prefill: at most {chunk_size:,} tokens per step; decode_step_with_chunk_s is a "
                      "step of the running batch fused with one chunk of a new ISL prompt (mean over its chunks)")
     return notes
-
-
-def _explain(card, cost, machine, row, pre, step, i) -> list[str]:
-    bw, peak = machine.bandwidth_bytes_per_s, machine.peak_flops_per_s
-    lines = [
-        f"{card.name} on {machine.name}: tp={row['tp']}, ep={row['ep']}, batch={row['batch']}, "
-        f"context={row['context']:,}, weights {cost.weights_dtype}, KV {row['kv_dtype']}, compute {machine.compute_dtype}",
-    ]
-    moe = ""
-    if cost.is_moe:
-        moe = (f" + {cost.moe_layers:g} MoE layers × {row['experts_touched_per_layer']:.2f} experts touched "
-               f"[E(1−(1−k/E)^B), E={cost.num_experts}, k={cost.experts_per_token}] × "
-               f"{format_bytes(cost.expert_weight_bytes)}")
-    lines += [
-        f"  decode weights read = dense {format_bytes(cost.dense_weight_bytes)}{moe}, "
-        f"{'÷ tp' if row['ep'] == 1 else 'dense replicated, experts ÷ ep'} → {step.weight_bytes[i]:,.0f} B per GPU",
-        f"  decode KV read      = {row['batch']} seq × KV at {row['context']:,} tokens → {step.kv_bytes[i]:,.0f} B per GPU",
-        f"  decode FLOPs        = batch × (2 × {cost.body_params_per_token:,.0f} params + 2 × "
-        f"{cost.lm_head_params:,.0f} LM head + attention) → {step.flops[i]:.4g} per GPU",
-        f"  memory time         = {step.bytes[i]:.4g} B / ({bw:.4g} B/s × η_mem {machine.eta_mem:g}) = "
-        f"{format_seconds(step.memory_s[i])} (all bytes)",
-        f"  compute time        = {step.flops[i]:.4g} FLOP / ({peak:.4g} FLOP/s × η_flops {machine.eta_flops:g}) = "
-        f"{format_seconds(step.compute_s[i])} (all FLOPs)",
-        *[f"  {label:19s} = max(memory {format_seconds(step.op_memory_s[k][i])}, compute "
-          f"{format_seconds(step.op_compute_s[k][i])}) = {format_seconds(max(step.op_memory_s[k][i], step.op_compute_s[k][i]))}"
-          for k, label in enumerate(("dense GEMMs", "expert GEMMs", "attention")) if k != 1 or cost.is_moe],
-        f"  communication       = {format_seconds(step.comm_s[i])} "
-        f"({'none at one GPU' if row['gpus'] == 1 else 'TP all-reduce / EP all-to-all, not overlapped'})",
-        f"  step                = Σ operators + comm + overhead {format_seconds(machine.step_overhead_s)} = "
-        f"{format_seconds(step.time_s[i])} ({row['bound']}-bound); floor = max(bytes / peak BW, FLOPs / peak) = "
-        f"{format_seconds(step.floor_s[i])}",
-        f"  intensity           = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
-        f"{machine.ridge_flop_per_byte:.3g} FLOP/B (peak FLOPS / peak BW)",
-        f"  prefill             = {row['batch']} × {row['isl']:,} tokens in {row['prefill_passes']} pass(es): "
-        f"{pre.flops[i]:.4g} FLOP (2 × params × tokens + causal attention ∝ S²), {pre.bytes[i]:.4g} B → "
-        f"{format_seconds(pre.time_s[i])} ({row['prefill_bound']}-bound); TTFT = prefill + first decode step "
-        f"{format_seconds(row['first_decode_step_s'])} = {format_seconds(row['ttft_s'])}",
-        f"  request             = TTFT {format_seconds(row['ttft_s'])} + ({row['osl']} − 1) × mean TPOT "
-        f"{format_seconds(row['tpot_s'])} = {format_seconds(row['e2e_s'])}; {row['tokens_per_s']:,.1f} tok/s, "
-        f"{row['tokens_per_s_per_gpu']:,.1f} per GPU",
-    ]
-    return lines
 
 
 __all__ = ["Efficiencies", "Speculation", "latency", "resolve_machine", "peak_flops", "LATENCY_COLUMNS"]

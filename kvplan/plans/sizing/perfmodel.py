@@ -121,21 +121,31 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
               clamped: set | None = None):
     """A ``pass_fn`` for :func:`kvplan.calc.roofline.decode_step` / ``prefill`` (their ``ep`` = dp here)."""
 
-    def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
+    def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, **kw):
         par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
                             overlap_comm=par.overlap_comm)
-        kw.pop("overlap_comm", None)
-        return operator_pass(cost, machine, shapes=shapes, effs=effs, par=par_here, tokens=tokens,
-                             batch=tokens if batch is None else batch, phase=phase, clamped=clamped,
+        return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
+                             batch=batch, phase=phase, clamped=clamped,
                              graph_sizes=graph_sizes if phase == "decode" else (), **kw)
+
+    def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
+        kw.pop("overlap_comm", None)
+        batch = tokens if batch is None else batch
+        if not isinstance(effs, dict):
+            return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
+        tps_here = np.unique(np.asarray(tp))
+        if tps_here.size == 1:
+            return one(cost, machine, effs[int(tps_here[0])], tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch,
+                       **kw)
+        return _per_tp(one, cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
 
     fn.parts = (shapes, effs, par, graph_sizes, clamped)
     return fn
 
 
 def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, explicit_eta: bool,
-                   explicit_overhead: bool, par: Parallel, notes: list[str], tables=None):
+                   explicit_overhead: bool, par: Parallel, notes: list[str], tables=None, tps=None):
     """(pass_fn, OperatorEfficiencies, clamped set) for the per-operator model of one deployment.
 
     ``tables`` is a :class:`kvplan.calc.perfdb.PerfTables` (or None); an explicit η bypasses it.
@@ -151,7 +161,14 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
         notes.append(f"host overhead {per_seq * 1e6:.3g} µs per sequence per step ({perf.overhead_source})")
     effs = None
     if tables is not None and not explicit_eta:
-        effs = tables.efficiencies(hw, machine, cost, shapes, par, base, per_seq, engine, notes)
+        by_tp = {}
+        for t in sorted({int(x) for x in (tps or [int(np.max(np.asarray(par.tp)))])}):
+            found = efficiencies_from_tables(tables, card, hw, machine, cost, shapes, t, par, engine, base, per_seq,
+                                             cost.weights_dtype, notes)
+            if found is None:
+                break
+            by_tp[t] = found
+        effs = by_tp or None
     if effs is None:
         source = "--eta-mem/--eta-flops" if explicit_eta else f"{hw.name} card / kvplan defaults"
         effs = flat_efficiencies(machine.eta_mem, machine.eta_flops, source, base, per_seq)
@@ -162,7 +179,10 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
     if attention_peak and attention_peak != machine.peak_flops_per_s:
         import dataclasses
-        effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
+        if isinstance(effs, dict):
+            effs = {t: dataclasses.replace(e, attention_peak_flops_per_s=attention_peak) for t, e in effs.items()}
+        else:
+            effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
         notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
                      f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
     graph_sizes = perf.cuda_graph_sizes if perf is not None else ()
@@ -171,6 +191,32 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
                      f"batch per rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
     clamped: set = set()
     return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
+
+
+def _per_tp(one, cost, machine, effs: dict, *, tp, ep, phase, **arrays):
+    """Evaluate a pass per tensor-parallel size (each has its own GEMM shapes, hence curves) and reassemble."""
+    from kvplan.calc.roofline import PassCost
+
+    names = list(arrays)
+    shape = np.broadcast_shapes(np.shape(tp), np.shape(ep), *(np.shape(arrays[k]) for k in names))
+    tp_b = np.broadcast_to(np.asarray(tp, dtype=np.float64), shape)
+    ep_b = np.broadcast_to(np.asarray(ep, dtype=np.float64), shape)
+    full = {k: np.broadcast_to(np.asarray(arrays[k], dtype=np.float64), shape) for k in names}
+    parts, masks = [], []
+    for t in np.unique(tp_b):
+        mask = tp_b == t
+        parts.append(one(cost, machine, effs[int(t)], tp=tp_b[mask], ep=ep_b[mask], phase=phase,
+                         **{k: full[k][mask] for k in names}))
+        masks.append(mask)
+    out = {}
+    for f in PassCost.__dataclass_fields__:
+        first = getattr(parts[0], f)
+        lead = first.shape[:-1]
+        value = np.zeros(lead + shape)
+        for part, mask in zip(parts, masks):
+            value[..., mask] = getattr(part, f)
+        out[f] = value
+    return PassCost(**out)
 
 
 def weights_per_gpu(card: ModelCard, cost, tp, dp, expert_parallel: bool, redundant_experts: int = 0):
@@ -224,3 +270,87 @@ def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: st
 
 __all__ = ["operator_model", "weights_per_gpu", "max_batch", "ENGINE_PERF", "EnginePerf", "engine_perf", "padded_batch", "check_parallelism", "make_pass",
            "flat_efficiencies", "DEFAULT_IMBALANCE", "DEFAULT_IMBALANCE_NOTE"]
+
+
+def table_dtype(compute_dtype: str, weights_dtype: str, native_weights: str | None, moe: bool = False) -> str:
+    """The per-kernel table's dtype for a GEMM: a native FP8 checkpoint (DeepSeek, Qwen3-FP8) is
+    128-block scaled (``fp8_block``), an FP8 quantisation by the engine per-tensor (``fp8``);
+    fp4 → ``nvfp4``; MXFP4 experts on Hopper run W4A16 (``w4a16_mxfp4``)."""
+    if weights_dtype == "mxfp4" and moe:
+        return "w4a16_mxfp4"
+    if compute_dtype == "fp8":
+        return "fp8_block" if native_weights == "fp8" else "fp8"
+    if compute_dtype == "fp4":
+        return "nvfp4"
+    if compute_dtype == "int8":
+        return "sq"
+    return "bf16" if compute_dtype in ("bf16", "fp16", "fp32") else compute_dtype
+
+
+def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine, cost, shapes: Shapes, tp: int,
+                             par: Parallel, engine: str, base_s: float, per_seq_s: float, weights_dtype: str,
+                             notes: list[str]) -> OperatorEfficiencies | None:
+    """Each operator's η curve from the per-kernel tables for ``hw`` at attention TP ``tp``; the card's
+    flat η for an operator no table covers (named in the notes). None when the GPU has no tables."""
+    from kvplan.calc import perfdb
+
+    gpu = tables.gpu_name(hw.name)
+    if gpu is None:
+        return None
+    bw = hw.hbm_bandwidth_bytes_per_s
+    flat = Flat(machine.eta_mem, machine.eta_flops, f"{hw.name} card")
+    used, missing = [], []
+
+    def peak_of(dtype: str) -> float:
+        return hw.peak_flops_per_s.get(perfdb.PEAK_DTYPE.get(dtype, dtype)) or machine.peak_flops_per_s
+
+    def pick(what, curve):
+        if curve is None:
+            missing.append(what)
+            return flat
+        used.append(f"{what}: {curve.source}")
+        return curve
+
+    gemm_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype)
+    effs = {}
+    for kind in ("attention", "mlp"):
+        n, k = shapes.gemm_nk(kind, tp)
+        effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.gemm_curve(tables, gpu, engine, gemm_dtype, float(n), k, bw,
+                                                                       peak_of(gemm_dtype)))
+    effs["lm_head"] = pick("LM head", perfdb.gemm_curve(tables, gpu, engine, "bf16", card.vocab_size / tp,
+                                                        card.hidden_size, bw, peak_of("bf16")))
+    if cost.is_moe:
+        moe_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, moe=True)
+        inter = card.moe.expert_params / (3 * card.hidden_size)
+        gpus = tp * float(np.max(np.asarray(par.dp)))
+        moe_tp, moe_ep = (1.0, gpus) if par.expert_parallel else (gpus, 1.0)
+        effs["expert_gemms"] = pick("expert GEMMs", perfdb.moe_curve(
+            tables, gpu, engine, moe_dtype, card.hidden_size, inter, cost.experts_per_token, cost.num_experts,
+            moe_tp, moe_ep, bw, peak_of(moe_dtype)))
+    else:
+        effs["expert_gemms"] = flat
+    group = card.layer_groups[0]
+    mla = group.kind == "mla"
+    heads = (group.num_heads or card.num_attention_heads) / tp
+    kv_heads = max((group.num_kv_heads or heads * tp) / tp, 1.0)
+    head_dim = group.head_dim or card.hidden_size // card.num_attention_heads
+    kv_dtype = next(iter(cost.layouts.values())).kv_dtype
+    kv_table = "fp8" if kv_dtype == "fp8" else "bf16"
+    attn_peak = peak_of(kv_table)
+    effs["attention_decode"] = pick("decode attention", perfdb.decode_attention_grid(
+        tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
+    effs["attention_prefill"] = pick("prefill attention", perfdb.prefill_attention_curve(
+        tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
+    collectives = perfdb.collective_curves(tables, gpu, engine)
+    if used:
+        notes.append(f"per-kernel tables (NVIDIA aiconfigurator, kvplan/data/perf) for {hw.name}, tp {tp}: "
+                     + "; ".join(used))
+    if collectives:
+        notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}, "
+                     "kvplan/data/perf/comm.csv); beyond one node: α + bytes / (NIC bandwidth × η)")
+    if missing:
+        notes.append(f"no per-kernel table row for {', '.join(missing)} on {hw.name}: the card's η_mem "
+                     f"{machine.eta_mem:g}, η_flops {machine.eta_flops:g} (flat)")
+    return OperatorEfficiencies(effs["attention_gemms"], effs["mlp_gemms"], effs["lm_head"], effs["expert_gemms"],
+                                effs["attention_decode"], effs["attention_prefill"], base_s, per_seq_s,
+                                collectives, attention_peak_flops_per_s=attn_peak)
