@@ -215,7 +215,7 @@ def collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
             if not mask.any():
                 continue
             libs = t["library"][mask]
-            custom = [lib for lib in dict.fromkeys(libs) if engine in str(lib)]
+            custom = [lib for lib in dict.fromkeys(libs) if engine.lower() in str(lib).lower()]
             lib = custom[0] if custom and op == "all_reduce" else "nccl"
             sel = mask & (t["library"] == lib)
             if not sel.any():
