@@ -12,7 +12,7 @@ import pytest
 from numpy.testing import assert_allclose
 
 from kvplan.calc import perfdb
-from kvplan.plans.sizing.latency import latency
+from kvplan.plans.sizing.latency import Efficiencies, latency
 
 DATA = Path(perfdb.__file__).resolve().parents[1] / "data" / "perf"
 H100_BW, H200_BW = 3.35e12, 4.8e12          # hardware cards: NVIDIA datasheets
@@ -81,8 +81,7 @@ def test_table_rows_drive_the_step_and_a_gpu_without_tables_falls_back():
     assert any("no per-kernel table for mi300x" in n for n in flat.assumptions)
     # an explicit efficiency bypasses the tables: every operator at that η
     forced = latency("llama-3.1-8b", "h100-sxm", isl=1024, osl=64, batch=1, engine="trtllm",
-                     efficiencies=__import__("kvplan.plans.sizing.latency", fromlist=["Efficiencies"]).Efficiencies(
-                         eta_mem=0.5, eta_flops=0.5))
+                     efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5))
     assert not any("per-kernel tables" in n for n in forced.assumptions)
 
 

@@ -301,8 +301,9 @@ def latency(
             notes.append("two-batch overlap: the step's communication overlaps the other micro-batch's compute "
                          "(max(kernels, comm) + overhead; an upper bound on the benefit)")
     if batch_max:
-        batches = sorted({max_batch(card, hw, cost, engine, kv_dtype, t_, attn_dp if perf_model == "operators" else 1,
-                                    s_ + o_, expert_parallel, redundant_experts, max_num_seqs, notes)
+        batches = sorted({max_batch(card, hw, cost, engine, kv_dtype, t_, attn_dp, s_ + o_,
+                                    expert_parallel or attn_dp > 1 and perf_model == "roofline", redundant_experts,
+                                    max_num_seqs, notes)
                           for t_ in tps for s_ in isls for o_ in osls})
         if not batches or min(batches) < 1:
             raise InfeasibleError(f"--batch max: {card.name} leaves no KV room for one {max(isls) + max(osls):,}-token "
