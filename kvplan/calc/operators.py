@@ -141,8 +141,30 @@ def padded_batch(batch, sizes: tuple[int, ...]):
     return np.where(i < s.size, s[np.minimum(i, s.size - 1)], b)
 
 
-def _op_time(eff, memory_s, compute_s, size):
+@dataclass(frozen=True)
+class ByTP:
+    """One efficiency per tensor-parallel size (each TP shards the GEMMs to its own shapes)."""
+
+    by_tp: dict
+
+    @property
+    def source(self) -> str:
+        return "; ".join(f"tp {t}: {getattr(e, 'source', e)}" for t, e in self.by_tp.items())
+
+
+def _op_time(eff, memory_s, compute_s, size, tp=None):
     """Memory and compute terms at the efficiency in force (their max is the operator's time)."""
+    if isinstance(eff, ByTP):
+        tps = np.asarray(tp if tp is not None else next(iter(eff.by_tp)))
+        m_out = c_out = None
+        for t, e in eff.by_tp.items():
+            m, c = _op_time(e, memory_s, compute_s, size)
+            if m_out is None:
+                m_out, c_out = m, c
+            else:
+                sel = tps == t
+                m_out, c_out = np.where(sel, m, m_out), np.where(sel, c, c_out)
+        return m_out, c_out
     if isinstance(eff, Flat):
         return np.asarray(memory_s) / eff.eta_mem, np.asarray(compute_s) / eff.eta_flops
     eta = eff(size) if not isinstance(eff, Grid) else eff(*size)
@@ -150,6 +172,8 @@ def _op_time(eff, memory_s, compute_s, size):
 
 
 def _outside(eff, size):
+    if isinstance(eff, ByTP):
+        return np.any([np.any(_outside(e, size)) for e in eff.by_tp.values()])
     if isinstance(eff, Flat):
         return np.zeros(np.shape(size[0] if isinstance(size, tuple) else size), dtype=bool)
     return eff.outside(*size) if isinstance(eff, Grid) else eff.outside(size)
@@ -261,7 +285,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         eff = eff_of[name]
         if name == "expert_gemms" and not cost.is_moe:
             eff = Flat(1.0, 1.0)
-        m_s, c_s = _op_time(eff, mem, comp, size)
+        m_s, c_s = _op_time(eff, mem, comp, size, tp)
         mem_list.append(m_s)
         comp_list.append(c_s)
         if clamped is not None and not isinstance(eff, Flat) and np.any(_outside(eff, size)):
@@ -312,4 +336,4 @@ def op_times(passcost: PassCost) -> dict[str, np.ndarray]:
 
 
 __all__ = ["OP_NAMES", "OP_LABELS", "Parallel", "Shapes", "model_shapes", "OperatorEfficiencies", "operator_pass",
-           "alltoall_hierarchical_s", "op_times", "padded_batch", "Curve", "Flat", "Grid"]
+           "alltoall_hierarchical_s", "op_times", "padded_batch", "ByTP", "Curve", "Flat", "Grid"]

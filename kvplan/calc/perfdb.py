@@ -46,16 +46,21 @@ NUMERIC = {"m", "n", "k", "batch", "context_tokens", "isl_tokens", "num_heads", 
            "message_bytes", "latency_s", "tp_size"}
 
 
-def _read(path: Path) -> dict[str, np.ndarray]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.reader(handle)
-        header = next(reader)
-        rows = list(reader)
+def _read(path: Path, gpu: str | None = None) -> dict[str, np.ndarray]:
+    """Columns of a table; with ``gpu``, only that GPU's rows (lines are filtered before parsing)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    body = lines[1:] if gpu is None else [line for line in lines[1:] if line.startswith(gpu + ",")]
+    reader = csv.reader([lines[0], *body])
+    header = next(reader)
+    rows = list(reader)
     cols = list(zip(*rows)) if rows else [[] for _ in header]
     out = {}
     for name, values in zip(header, cols):
         if name in NUMERIC:
-            out[name] = np.array([float(v) if v else math.nan for v in values], dtype=np.float64)
+            try:
+                out[name] = np.array(values).astype(np.float64)      # C-level parse; empty cells below
+            except ValueError:
+                out[name] = np.array([float(v) if v else math.nan for v in values], dtype=np.float64)
         else:
             out[name] = np.array(values, dtype=object)
     return out
@@ -68,11 +73,14 @@ class PerfTables:
     root: Path
     _cache: dict = field(default_factory=dict)
 
-    def table(self, name: str) -> dict[str, np.ndarray] | None:
-        if name not in self._cache:
+    def table(self, name: str, gpu: str | None = None) -> dict[str, np.ndarray] | None:
+        key = (name, gpu)
+        if key not in self._cache:
             path = self.root / f"{name}.csv"
-            self._cache[name] = _read(path) if path.exists() else None
-        return self._cache[name]
+            self._cache[key] = _read(path, gpu) if path.exists() else None
+            if self._cache[key] is not None and not len(self._cache[key].get("latency_s", [0])):
+                self._cache[key] = None
+        return self._cache[key]
 
     def gpu_name(self, card_name: str) -> str | None:
         gpus = self.table("gpus")
@@ -82,7 +90,7 @@ class PerfTables:
         return str(gpus["gpu"][hit[0]]) if hit.size else None
 
     def select(self, name: str, **equal) -> dict[str, np.ndarray] | None:
-        t = self.table(name)
+        t = self.table(name, equal.get("gpu"))
         if t is None:
             return None
         mask = np.ones(len(t["latency_s"]), dtype=bool)
@@ -94,7 +102,7 @@ class PerfTables:
 
     def backend(self, name: str, gpu: str, engine: str, **equal) -> tuple[str, dict] | tuple[None, None]:
         """The engine's own rows where measured, else TensorRT-LLM's, else any backend's."""
-        t = self.table(name)
+        t = self.table(name, gpu)
         if t is None:
             return None, None
         for b in dict.fromkeys([engine, "trtllm", "vllm", "sglang"]):
@@ -204,7 +212,7 @@ def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: st
 
 def collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
     """(op, ranks) → LatencyCurve: the engine's custom all-reduce where measured, NCCL otherwise."""
-    t = tables.table("comm")
+    t = tables.table("comm", gpu)
     if t is None:
         return {}
     out = {}

@@ -132,13 +132,7 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
     def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
         kw.pop("overlap_comm", None)
         batch = tokens if batch is None else batch
-        if not isinstance(effs, dict):
-            return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
-        tps_here = np.unique(np.asarray(tp))
-        if tps_here.size == 1:
-            return one(cost, machine, effs[int(tps_here[0])], tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch,
-                       **kw)
-        return _per_tp(one, cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
+        return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
 
     fn.parts = (shapes, effs, par, graph_sizes, clamped)
     return fn
@@ -168,7 +162,7 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
             if found is None:
                 break
             by_tp[t] = found
-        effs = by_tp or None
+        effs = merge_by_tp(by_tp) if by_tp else None
     if effs is None:
         source = "--eta-mem/--eta-flops" if explicit_eta else f"{hw.name} card / kvplan defaults"
         effs = flat_efficiencies(machine.eta_mem, machine.eta_flops, source, base, per_seq)
@@ -179,10 +173,7 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
     if attention_peak and attention_peak != machine.peak_flops_per_s:
         import dataclasses
-        if isinstance(effs, dict):
-            effs = {t: dataclasses.replace(e, attention_peak_flops_per_s=attention_peak) for t, e in effs.items()}
-        else:
-            effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
+        effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
         notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
                      f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
     graph_sizes = perf.cuda_graph_sizes if perf is not None else ()
@@ -193,30 +184,17 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
 
 
-def _per_tp(one, cost, machine, effs: dict, *, tp, ep, phase, **arrays):
-    """Evaluate a pass per tensor-parallel size (each has its own GEMM shapes, hence curves) and reassemble."""
-    from kvplan.calc.roofline import PassCost
+def merge_by_tp(by_tp: dict) -> OperatorEfficiencies:
+    """One OperatorEfficiencies whose per-operator entries pick the curve of each point's TP."""
+    import dataclasses
 
-    names = list(arrays)
-    shape = np.broadcast_shapes(np.shape(tp), np.shape(ep), *(np.shape(arrays[k]) for k in names))
-    tp_b = np.broadcast_to(np.asarray(tp, dtype=np.float64), shape)
-    ep_b = np.broadcast_to(np.asarray(ep, dtype=np.float64), shape)
-    full = {k: np.broadcast_to(np.asarray(arrays[k], dtype=np.float64), shape) for k in names}
-    parts, masks = [], []
-    for t in np.unique(tp_b):
-        mask = tp_b == t
-        parts.append(one(cost, machine, effs[int(t)], tp=tp_b[mask], ep=ep_b[mask], phase=phase,
-                         **{k: full[k][mask] for k in names}))
-        masks.append(mask)
-    out = {}
-    for f in PassCost.__dataclass_fields__:
-        first = getattr(parts[0], f)
-        lead = first.shape[:-1]
-        value = np.zeros(lead + shape)
-        for part, mask in zip(parts, masks):
-            value[..., mask] = getattr(part, f)
-        out[f] = value
-    return PassCost(**out)
+    from kvplan.calc.operators import ByTP
+
+    first = next(iter(by_tp.values()))
+    if len(by_tp) == 1:
+        return first
+    fields = ("attention_gemms", "mlp_gemms", "lm_head", "expert_gemms", "attention_decode", "attention_prefill")
+    return dataclasses.replace(first, **{f: ByTP({t: getattr(e, f) for t, e in by_tp.items()}) for f in fields})
 
 
 def weights_per_gpu(card: ModelCard, cost, tp, dp, expert_parallel: bool, redundant_experts: int = 0):
