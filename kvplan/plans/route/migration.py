@@ -73,6 +73,7 @@ def migration_rows(service, trace, instances, capacity: int, router) -> tuple[li
             })
     notes = ["migration: a diverted request's missing prefix is served by the cheapest of waiting at the holder "
              "(Δ in flight × E[S] × E[S]/E[T], an estimate), copying its KV over the link, or recomputing it"]
+    notes += [f"{label}: {note}" for label, link in service.links for note in link.notes]
     return rows, notes
 
 

@@ -135,7 +135,7 @@ class ServiceModel:
         model = fm.FleetModel(figures, served, rate, scv, self.slos, self.max_utilization)
         p = model.evaluate(n)
         busiest = fm.FleetModel(figures, served, rate * imbalance, scv, self.slos, self.max_utilization).evaluate(n)
-        out = {"ttft_p50_s": _stat(p.ttft, "p50"), "ttft_p99_s": _stat(p.ttft, "p99"),
+        out = {"ttft_mean_s": _stat(p.ttft, "mean"), "ttft_p50_s": _stat(p.ttft, "p50"), "ttft_p99_s": _stat(p.ttft, "p99"),
                "tpot_p99_s": _stat(p.tpot, "p99"), "ttft_p99_busiest_s": _stat(busiest.ttft, "p99"),
                "meets_slos": p.ok, "failures": ",".join(p.failures) or None}
         try:
