@@ -67,6 +67,12 @@ def pd_command(
         "--enable-expert-parallel", help="Routed experts split over ep = TP × DP ranks in both pools (vLLM).")] = False,
     ep_redundant_experts: Annotated[int, typer.Option(
         "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32).")] = 0,
+    placements: Annotated[bool, typer.Option(
+        "--placements", help="Plan the chosen shapes in one scale-up domain, in separate partitions and across "
+                             "domains (rows 'placement: …'), and say which the planner picks.")] = False,
+    checklist: Annotated[bool, typer.Option(
+        "--checklist", help="The engineering checklist: where the KV lives, decode's read per step, swapping, "
+                            "migration, remote-KV tail, does it need a supernode (implies --placements).")] = False,
     two_batch_overlap: Annotated[bool, typer.Option(
         "--two-batch-overlap", help="Hide communication behind compute (DeepSeek's dual micro-batch overlap).")] = False,
     prefill_instances: Annotated[Optional[int], typer.Option(
@@ -118,12 +124,14 @@ def pd_command(
         decode_tp=_tps(decode_tp or default_tp, "--decode-tp"), prefill_instances=prefill_instances,
         prefill_dp=_tps(prefill_dp or default_dp, "--prefill-dp"), decode_dp=_tps(decode_dp or default_dp, "--decode-dp"),
         expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts, overlap_comm=two_batch_overlap,
+        placements=placements, checklist=checklist,
         decode_instances=decode_instances, cached_prefix_fraction=cached_prefix_fraction,
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
         settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
         allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
+    explain = explain or checklist
     if not result.failed:
         emit(result, fmt, output, explain)
         return

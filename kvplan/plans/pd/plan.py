@@ -143,7 +143,7 @@ def plan_pd(
     link_latency_s: float | None = None, settings: PDSettings = PDSettings(), aggregated: bool = True,
     sensitivity: bool = True, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
-    redundant_experts: int = 0, overlap_comm: bool = False,
+    redundant_experts: int = 0, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
 ) -> Result:
     """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
     if isinstance(trace, (str, Path)):
@@ -161,6 +161,13 @@ def plan_pd(
     fixed = _fixed(prefill_instances, decode_instances, setup)
     base = _plan(setup, workload, setup.override, fixed)
     rows = [_row(setup, workload, base, "base")]
+    if (placements or checklist) and base.best is not None:
+        from kvplan.plans.pd.placement import placement_rows
+
+        extra, placement_notes = placement_rows(setup, workload, base.best, _models, Candidate, pd_row, _unit)
+        setup.notes.extend(placement_notes)
+    else:
+        extra = []
     agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
                                  allow_long_context) if aggregated else None
     if agg is not None:
@@ -174,8 +181,15 @@ def plan_pd(
             if scaled.isl_max + scaled.osl_max > setup.card.max_context >= workload.isl_max + workload.osl_max:
                 setup.notes.append(f"sensitivity {name}: the longest request ({scaled.isl_max + scaled.osl_max:,.0f} "
                                    f"tokens) exceeds {setup.card.name}'s max_context; planned as if it were extended")
+    rows.extend(extra)
     notes = list(dict.fromkeys([*workload.notes, *setup.notes, *base.notes, *(agg.notes if agg else ())]))
     explain = explain_plan(setup, workload, base, rows)
+    if checklist:
+        from kvplan.plans.pd.checklist import checklist as answer
+
+        lines, figures = answer(setup, workload, base, rows, _models)
+        explain += ["checklist (seed §10):", *lines]
+        rows[0]["checklist"] = figures
     text, failed = verdict(setup, rows[0], agg.row if agg else None, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
@@ -309,25 +323,32 @@ def _standard_notes(setup: Setup) -> list[str]:
 # --------------------------------------------------------------------------- the search
 
 
-def _models(setup: Setup, workload: PDWorkload):
+def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | None = None):
+    """Prefill and decode models per shape (``machine_of(dep)`` replaces the deployment's machine: placements;
+    ``only`` = (prefill shape, decode shape) restricts to one pair)."""
     s = setup.settings
+    machine_of = machine_of or (lambda dep: dep.machine)
     prefill = {}
     ov = setup.overlap_comm
     for shape, dep in setup.prefill.deployments.items():
+        if only is not None and shape != only[0]:
+            continue
         pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
-        service = prefill_service_s(dep.cost, dep.machine, workload.isl, setup.cached_fraction, tp, dp, ov)
+        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov)
         fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
         prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
                                       dp)
     decode = {}
     context = workload.isl_mean + workload.osl_mean / 2
     for shape, dep in setup.decode.deployments.items():
+        if only is not None and shape != only[1]:
+            continue
         pool, layout, tp, dp = dep.pool.bytes_per_gpu, dep.layout, shape.tp, shape.dp
         per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
                              * workload.weights).sum())
         longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
         cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
-        batch, step = decode_table(dep.cost, dep.machine, tp, context, max(cap, 1) * dp, dp, ov)
+        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov)
         decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
                                     longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
                                     s.max_num_seqs * dp, dp)

@@ -30,6 +30,7 @@ ROW_KEYS = [
     "tpot_slo", "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
     "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
     "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason",
+    "placement", "placement_fits", "placement_picked", "placement_reason", "checklist",
 ]
 NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "decode KV capacity",
          "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
