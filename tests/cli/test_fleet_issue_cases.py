@@ -120,3 +120,21 @@ def test_pipeline_stages_are_added_where_the_weights_need_them(invoke):
     best = rows[0]
     assert best["feasible"] and (best["tp"], best["pp"]) == (8, 2)
     assert all(r["binding_constraint"] == "memory" for r in rows if r["kind"] == "candidate" and r["pp"] == 1)
+
+
+def test_gpu_cost_gives_cost_per_hour_and_per_million_output_tokens(invoke):
+    args = ("llama-3.1-70b", "h100-sxm", "--qps", "20", "--isl", "1k", "--osl", "200", "--ttft", "p99<=2s",
+            "--tpot", "p90<=50ms", "--scale", "2", "--sample", "5000", "--gpu-cost", "h100-sxm=2.4,h20=1.0")
+    res, rows = rows_of(invoke, *args)
+    assert res.exit_code == 0
+    for row in rows:
+        if row.get("feasible"):
+            # G GPUs × 2.4 per GPU-hour over (λ × 200 output tokens × 3,600 s) per hour, per million tokens
+            rate = row.get("rate_per_s", 20.0)
+            assert row["fleet_cost_per_hour"] == pytest.approx(row["total_gpus"] * 2.4)
+            assert row["cost_per_million_output_tokens"] == pytest.approx(
+                row["total_gpus"] * 2.4 / (rate * 200 * 3600) * 1e6)
+    table = invoke("plan", *args, "--format", "markdown")
+    assert "cost: fleet per hour / per million output tokens" in table.stdout
+    bad = invoke("plan", *args[:-1], "h100-sxm=cheap")
+    assert bad.exit_code == 2 and "Error: --gpu-cost: 'cheap' is not a number" in bad.stderr

@@ -89,7 +89,7 @@ def plan(
     engine: EngineSettings = EngineSettings(), *, tps: Sequence[int] | None = None, pps: Sequence[int] | None = None,
     scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False, sim_requests: int | None = None, seed: int = 0,
     max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False, system=None,
-    cards: tuple[Path, ...] = (),
+    gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (),
 ) -> Result:
     """The fleet for ``workload`` (one ``kind: plan`` row), the runners-up, a re-plan per rate multiplier.
 
@@ -102,8 +102,11 @@ def plan(
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
     ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
+    ``gpu_cost``: {hardware: price per GPU-hour}; every row then carries its cost per hour and per
+    million output tokens (:mod:`kvplan.plans.fleet.cost`), and the search compares cost.
     """
     from kvplan.cards.loader import load_model
+    from kvplan.plans.fleet.cost import cost_fields
     from kvplan.plans.fleet.search import search_shapes
 
     if shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1):
@@ -139,7 +142,7 @@ def plan(
         card = model if hasattr(model, "layer_groups") else load_model(model, cards)
         hw, sys_card = resolve_cards(hardware, system, cards)
         found = search_shapes(card, hw, workload, list(slos), tps, pps, engine, system=sys_card, cards=cards,
-                              replay=replay if simulate else None, **kwargs)
+                              gpu_cost=gpu_cost, replay=replay if simulate else None, **kwargs)
         main, candidates, skipped = found.best, found.candidates, found.skipped
     chosen = main.setup["deployment"]
     card, engine = chosen.model, chosen.engine
@@ -163,12 +166,19 @@ def plan(
         if sim.rejected:
             notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
     rows = [row] + [_candidate_row(p) for p in candidates if p is not main]
+    mean_osl = workload.lengths.mean_osl
     for multiplier in scale:
         scaled_workload = workload.scaled(multiplier)
         scaled = plan_fleet(chosen, scaled_workload, list(slos), **kwargs)
         if simulate and scaled.instances is not None:
             _size_by_replay(scaled, scaled_workload, sim_requests, seed, max_gpus)
         rows.append(_scale_row(multiplier, scaled))
+    if gpu_cost:
+        for r in rows:
+            r.update(cost_fields(r["total_gpus"] if r.get("feasible") else None, main.hardware, r["rate_per_s"]
+                                 if "rate_per_s" in r else workload.rate_per_s, mean_osl, gpu_cost))
+        if main.hardware not in gpu_cost:
+            notes.append(f"--gpu-cost names no price for {main.hardware}: costs left out")
     verdict = None if main.feasible else f"infeasible: {main.reason}"
     title = (f"Fleet plan: {card.name} on {chosen.name}, tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
              + (f" (searched {len(candidates)} shapes)" if len(candidates) > 1 else "")
@@ -311,6 +321,10 @@ def presentation(result: Result) -> list[Result]:
         items.append((f"{kind.upper()} mean / p50 / p90 / p99" + (f" (SLO {row[f'{kind}_slo']})" if row[f"{kind}_slo"] else ""),
                       " / ".join(format_seconds(row[f"{kind}_{s}_s"]) if row[f"{kind}_{s}_s"] is not None else "—"
                                  for s in ("mean", "p50", "p90", "p99"))))
+    if row.get("fleet_cost_per_hour") is not None:
+        items.append(("cost: fleet per hour / per million output tokens (at --gpu-cost "
+                      f"{row['gpu_cost_per_gpu_hour']:g} per GPU-hour)",
+                      f"{row['fleet_cost_per_hour']:,.4g} / {row['cost_per_million_output_tokens']:,.4g}"))
     binding = BINDING_TEXT.get(row["binding_constraint"], row["binding_constraint"])
     items.append(("binding constraint", binding + (f"; {row['binding_detail']}" if row.get("binding_detail") else "")))
     items.append(("feasible", "yes" if row["feasible"] else f"no: {row['reason']}"))
