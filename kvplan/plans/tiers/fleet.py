@@ -10,9 +10,13 @@ steps (continuous batching, aggregated serving). Per instance:
 with ``step(B, L̄)`` the roofline decode step of B sequences at the mean decode context
 ``L̄ = E[ISL] + E[OSL]/2``. Since step(B) grows with B, ``B_{k+1} = (λ/I)(E[OSL]−1) step(B_k)/(1−ρ_p)``
 from ``B_0 = 0`` rises monotonically to the smallest fixed point, or diverges when the instance
-cannot keep up. Without ``nodes`` the fleet is the fewest whole nodes for which ``ρ_p < 1`` and
-the fixed point exists: a stability bound, not an SLO (TTFT/TPOT percentiles are the PD
-planner's job). A given ``decode_batch`` replaces the fixed point (B sequences held per instance,
+cannot keep up. Without ``nodes`` the fleet is the fewest whole nodes for which ``ρ_p < 1``, the
+fixed point exists and (given ``fits``) the active decode KV fits HBM: vLLM and SGLang keep every
+running sequence's KV in HBM and preempt (recompute or swap out whole sequences) when the pool is
+full; neither streams decode KV from host memory step by step, so a fleet whose decode KV spills
+is not one they run. With ``nodes`` given the spill is a what-if (its TPOT penalty is reported).
+``stable_nodes`` is the fewest nodes that are merely stable. These are stability and memory
+bounds, not SLOs (TTFT/TPOT percentiles are the PD planner's job). A given ``decode_batch`` replaces the fixed point (B sequences held per instance,
 e.g. to ask what holding 32 long sequences per instance costs); then only ``ρ_p < 1`` is required.
 """
 
@@ -45,6 +49,7 @@ class Fleet:
     tpot_s: float
     decode_context: float
     auto: bool
+    stable_nodes: int | None = None
 
     @property
     def gpus(self) -> int:
@@ -88,8 +93,8 @@ def decode_fixed_point(cost: ModelCost, machine: Machine, arrivals_per_s: float,
 
 def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_node: int, rate_per_s: float,
                isl_samples: np.ndarray, osl_mean: float, nodes: int | None = None,
-               decode_batch: float | None = None, overlap_comm: bool = False) -> Fleet:
-    """Instances, prefill load and decode batch for ``nodes`` nodes (or the fewest stable ones)."""
+               decode_batch: float | None = None, overlap_comm: bool = False, fits=None) -> Fleet:
+    """Instances, prefill load and decode batch for ``nodes`` nodes (or the fewest stable ones where ``fits``)."""
     if accelerators_per_node % tp:
         raise InputError(f"--tp {tp} does not divide the system's {accelerators_per_node} accelerators",
                          "choose a tp that divides them (one or more instances per node)")
@@ -102,6 +107,7 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
     per_node = accelerators_per_node // tp
     candidates = [nodes] if nodes is not None else range(
         max(1, math.ceil(rate_per_s * mean_prefill / per_node)), MAX_NODES + 1)
+    stable = None
     for n in candidates:
         instances = n * per_node
         load = rate_per_s * mean_prefill / instances
@@ -113,8 +119,11 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
                                        overlap_comm=overlap_comm)
         if point is not None:
             batch, step = point
-            return Fleet(n, accelerators_per_node, tp, instances, rate_per_s, mean_prefill, load, batch, step,
-                         step / (1 - load), context, nodes is None)
+            stable = stable or n
+            fleet = Fleet(n, accelerators_per_node, tp, instances, rate_per_s, mean_prefill, load, batch, step,
+                          step / (1 - load), context, nodes is None, stable)
+            if nodes is not None or fits is None or fits(fleet):
+                return fleet
     if nodes is not None:
         load = rate_per_s * mean_prefill / (nodes * per_node)
         raise InfeasibleError(
