@@ -156,3 +156,39 @@ def test_tier_keeps_the_hot_path_in_hbm(invoke):
     spilled = next(r for r in json.loads(res.stdout) if "active_kv_fits_hbm" in r)
     assert not spilled["active_kv_fits_hbm"] and spilled["tpot_penalty_p50_s"] > 0.1
     assert spilled["nodes_min_hbm"] == summary["nodes"]
+
+
+def test_pd_on_a_hardware_card_plans_across_nodes_of_its_usual_system(invoke):
+    # without --system it used to stay in one 8-GPU NVLink domain ("the longest request's KV does not fit one
+    # decode instance"); h100-sxm's usual system is hgx-h100-8, whose NIC carries KV between nodes
+    args = ("pd", "llama-3.1-70b", "h100-sxm", "--trace", TRACES_DIR / "conversation_trace.jsonl",
+            "--ttft", "p99<=10s", "--tpot", "p99<=100ms", "--no-sensitivity", "--format", "json")
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    best = json.loads(res.stdout)[0]
+    assert best["mode"] == "disaggregated" and best["feasible"] and best["link_kind"] == "nic"
+    assert best["total_gpus"] > 8 and best["xpyd"] == "5P1D"
+    assert "Note: no --system: assumed hgx-h100-8, the usual system of h100-sxm" in res.stderr
+    explicit = json.loads(invoke(*args, "--system", "hgx-h100-8").stdout)[0]
+    assert (explicit["xpyd"], explicit["total_gpus"]) == (best["xpyd"], best["total_gpus"])
+
+
+def test_every_usual_system_is_a_shipped_card_of_that_accelerator():
+    from kvplan.cards.loader import card_files, load_hardware, load_system
+
+    named = 0
+    for path in card_files("hardware"):
+        hw = load_hardware(path.stem)
+        if hw.usual_system:
+            named += 1
+            assert load_system(hw.usual_system).accelerator == hw.name
+            assert "usual_system" in hw.field_sources  # every figure has its source beside it
+    assert named >= 9
+
+
+def test_plan_reports_whole_nodes(invoke):
+    res, rows = rows_of(invoke, *LLAMA70_20QPS, "--tp", "4")
+    row = rows[0]
+    assert row["system"] == "hgx-h100-8" and row["accelerators_per_node"] == 8
+    # two TP4 instances per 8-GPU node: ⌈instances / 2⌉ nodes
+    assert row["nodes"] == -(-row["instances"] // 2)

@@ -184,7 +184,7 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     p_side = load_side(hardware, system, cards)
     d_side = load_side(decode_hardware, decode_system or (system if decode_hardware is None else None), cards) \
         if decode_hardware is not None or decode_system is not None else p_side
-    notes: list[str] = []
+    notes: list[str] = list(dict.fromkeys(side.assumed for side in (p_side, d_side) if side.assumed))
     pools, resolved = [], {}  # resolved: (side, tp) -> Deployment, shared by both pools on one side
     for side, tps, what in ((p_side, prefill_tp, "prefill"), (d_side, decode_tp, "decode")):
         pools.append(_pool(card, side, list(tps), settings, what, longest, notes, resolved))
