@@ -105,7 +105,7 @@ class PathLink:
 
 
 def load_side(hardware: str | HardwareCard, system: str | SystemCard | None, cards: tuple[Path, ...],
-              default_system: bool = True) -> Side:
+              default_system: bool = False) -> Side:
     """A hardware card (or a system card given in its place) and the system around it.
 
     Without a system, ``default_system`` assumes the hardware card's ``usual_system`` (multi-node
