@@ -9,7 +9,6 @@ or any alias, case-insensitively. A model may also be given as a path to a card 
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from functools import lru_cache
@@ -19,6 +18,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from kvplan.cards.files import describe_validation_error
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import CardError, InputError, UnknownCardError
 
@@ -44,19 +44,6 @@ def search_dirs(kind: str, extra: list[Path] | tuple[Path, ...] = ()) -> list[Pa
         dirs.append(base / folder if (base / folder).is_dir() else base)
     dirs.append(shipped_dir(kind))
     return dirs
-
-
-def describe_validation_error(path: str, error: ValidationError) -> tuple[str, str]:
-    """First problem of a pydantic error as 'file: field: message (got value)', and a hint."""
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(card)"
-    message = first["msg"].removeprefix("Value error, ")
-    got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {got!r})"
-    more = len(error.errors()) - 1
-    hint = f"{more} more problem(s) in this card; run 'kvplan cards validate {path}'" if more else (
-        "see 'kvplan cards show' of a shipped card for the expected fields")
-    return f"{path}: {where}: {message}{suffix}", hint
 
 
 def parse_card(path: Path, schema: type[CardT]) -> CardT:
@@ -216,20 +203,3 @@ def load_hardware(name_or_path: str, extra: tuple[Path, ...] = ()) -> HardwareCa
 def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
     """A system card by name, alias or YAML path."""
     return _load("system", name_or_path, extra)
-
-
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no file at '{path}'", "check the path to config.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}", "check the file") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            "pass a Hugging Face config.json, or a card name",
-        ) from None
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: a config.json must hold a JSON object", "pass a Hugging Face config.json")
-    return data
