@@ -203,7 +203,7 @@ class PassCost:
 
 def forward_pass(
     cost: ModelCost, machine: Machine, *, tokens, kv_bytes, attention_flops, lm_head_rows,
-    tp=1, ep=1, overlap_comm: bool = False,
+    tp=1, ep=1, overlap_comm: bool = False, **_ignored,
 ) -> PassCost:
     """One forward pass of ``tokens`` new tokens over an instance of tp × ep GPUs (per-GPU terms).
 
@@ -259,27 +259,29 @@ def forward_pass(
 
 def decode_step(
     cost: ModelCost, machine: Machine, batch, context, *, tp=1, ep=1, query_tokens: int = 1,
-    overlap_comm: bool = False,
+    overlap_comm: bool = False, pass_fn=None,
 ) -> PassCost:
     """One decode step of ``batch`` sequences whose newest token sits at position ``context``.
 
     Each sequence reads its KV at ``context + query_tokens − 1`` tokens once and runs
     ``query_tokens`` queries (1 for plain decode, k + 1 for speculative verification, the
     queries at positions context … context + q − 1). Per GPU: with ep > 1 each rank holds
-    batch / ep sequences.
+    batch / ep sequences. ``pass_fn`` replaces :func:`forward_pass` (the per-operator model of
+    :mod:`kvplan.calc.operators`, where ``ep`` is the number of attention data-parallel ranks).
     """
     b = np.asarray(batch, dtype=np.float64)
     ctx = np.asarray(context, dtype=np.float64)
     epa = np.asarray(ep, dtype=np.float64)
     attention = sum(cost.decode_attention_flops(ctx + j) for j in range(query_tokens))
     kv = b / epa * cost.kv_sequence_bytes(ctx + (query_tokens - 1), tp)
-    return forward_pass(cost, machine, tokens=b * query_tokens, kv_bytes=kv, attention_flops=b * attention,
-                        lm_head_rows=b * query_tokens, tp=tp, ep=ep, overlap_comm=overlap_comm)
+    return (pass_fn or forward_pass)(cost, machine, tokens=b * query_tokens, kv_bytes=kv,
+                                     attention_flops=b * attention, lm_head_rows=b * query_tokens, tp=tp, ep=ep,
+                                     overlap_comm=overlap_comm, batch=b, context=ctx, phase="decode")
 
 
 def prefill(
     cost: ModelCost, machine: Machine, batch, prompt_tokens, *, tp=1, ep=1, chunk_tokens=None,
-    overlap_comm: bool = False,
+    overlap_comm: bool = False, pass_fn=None,
 ) -> PassCost:
     """Prefill of ``batch`` prompts of ``prompt_tokens`` each, in passes of ``chunk_tokens`` tokens.
 
@@ -317,8 +319,9 @@ def prefill(
     tp_b, ep_b = tpa[..., None], epa[..., None]
     prefix = np.where(valid, np.mod(t0, s_b), 0.0)
     kv = (tokens * cost.kv_token_bytes(tp_b) + cost.kv_sequence_bytes(prefix, tp_b) * (prefix > 0)) / ep_b
-    passes = forward_pass(cost, machine, tokens=tokens, kv_bytes=kv, attention_flops=attention,
-                          lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm)
+    passes = (pass_fn or forward_pass)(cost, machine, tokens=tokens, kv_bytes=kv, attention_flops=attention,
+                                       lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm,
+                                       batch=tokens / s_b, context=s_b, phase="prefill")
     return passes.total(axis=-1, where=valid)
 
 

@@ -11,7 +11,7 @@ numpy evaluation:
     max concurrency     = pool / per-sequence bytes on one GPU              (n_seq)
     fits                = budget > 0 and max concurrency ≥ batch            (n_seq × n_batch)
     max context         = min(KVLayout.max_sequence_len(pool, batch), max(model max, seq))
-    decode step         = roofline decode_step(batch, context = seq)       (n_seq × n_batch)
+    decode step         = per-operator decode_step(batch, context = seq)   (n_seq × n_batch)
 
 Rows come out seq-major, batch-minor within a combination, combinations in grid order.
 :func:`sweep_stream` yields them in chunks of at most ``CHUNK_POINTS`` points (every
@@ -293,9 +293,18 @@ def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
         notes.append(f"latency columns are empty for {card.name} on {hw.name} tp={tp}: {exc.message}")
         return _empty_latency
     latency_notes.extend(dep.machine_notes)
+    from kvplan.calc.operators import Parallel
+    from kvplan.plans.sizing.latency_ops import load_tables
+    from kvplan.plans.sizing.perfmodel import operator_model
+
+    eff = dep.engine.efficiencies
+    pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, dep.engine.engine,
+                                              eff.eta_mem is not None or eff.eta_flops is not None,
+                                              eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes,
+                                              load_tables())
 
     def columns(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
-        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp)
+        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=pass_fn)
         return {"decode_step_s": step.time_s, "floor_decode_step_s": step.floor_s,
                 "decode_tokens_per_s": batches[None, :] / step.time_s}
 
