@@ -74,7 +74,8 @@ def checklist(setup, workload, outcome, rows, models_for) -> tuple[list[str], di
     lines.append(f"3. swapping: the KV budget holds {per_rank:,.0f} sequences per rank (max_num_seqs "
                  f"{setup.settings.max_num_seqs}); the {stat_d} batch uses {b_slo / cap:.0%} of "
                  f"{cap:,.0f} per instance — " + ("no swapping at this load; " if headroom >= 1 else "the engine "
-                 "preempts (swaps or recomputes) now; ") + f"concurrency headroom ×{headroom:.2g}")
+                 "preempts (swaps or recomputes) now; ") + f"KV headroom ×{headroom:.2g} in concurrency (the step time "
+                 "may saturate decode throughput before the KV fills: item 6)")
     # 4. migration
     rho, wait = base["link_utilization"], base["link_wait_s"]
     keeps = rho is not None and rho < 1

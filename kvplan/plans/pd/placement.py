@@ -27,7 +27,7 @@ import dataclasses
 import math
 
 from kvplan.errors import MissingFigureError
-from kvplan.plans.pd.link import PATH_NAMES, resolve_link
+from kvplan.plans.pd.link import PATH_NAMES, LinkOverride, resolve_link
 from kvplan.plans.pd.model import transfer_model
 from kvplan.plans.pd.search import PairModel
 from kvplan.units import format_seconds
@@ -54,8 +54,11 @@ def placement_rows(setup, workload, best, models_for, make_candidate, pd_row, un
     for name in PLACEMENT_NAMES:
         kind = "scale_up" if name == "one-domain" else "nic"
         machine_of = (lambda dep: fragmented(dep.machine, node)) if name == "across-domains" else None
+        # a figure given on the command line (--link-bandwidth …) is the planned path's; other paths use their cards
+        override = setup.override if kind == best.link.kind else LinkOverride(
+            bandwidth_scale=setup.override.bandwidth_scale)
         try:
-            link = resolve_link(kind, side_p, side_d, setup.override)
+            link = resolve_link(kind, side_p, side_d, override)
         except MissingFigureError as exc:
             notes.append(f"placement {name} not planned: {exc.message}")
             continue
