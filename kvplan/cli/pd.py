@@ -86,6 +86,12 @@ def pd_command(
     link_efficiency: Annotated[Optional[float], typer.Option(
         "--link-efficiency", help="Share of line rate reached (Mooncake RoCE: 0.87).")] = None,
     link_latency: Annotated[Optional[str], typer.Option("--link-latency", help="Fixed latency per transfer, e.g. 20us.")] = None,
+    prefix_cache_tokens: Annotated[Optional[str], typer.Option(
+        "--prefix-cache-tokens", help="Capacity of the prefix-cache tier in tokens (e.g. 50M): the cached prefix "
+                                      "fraction is the trace's LRU prefix hit rate there (--trace with hash_ids).")] = None,
+    prefix_read_bandwidth: Annotated[Optional[str], typer.Option(
+        "--prefix-read-bandwidth", help="Read rate per GPU of the tier serving the cached prefix (DRAM, SSD/3FS, "
+                                        "remote pool), e.g. 6.25GB/s: its load is timed into prefill.")] = None,
     engine: EngineOneOpt = "vllm",
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", "--kv-cache-dtype", help="KV dtype of both pools: auto, bf16, fp16, fp8, int8, int4, fp4.")] = "auto",
@@ -125,6 +131,8 @@ def pd_command(
         prefill_dp=_tps(prefill_dp or default_dp, "--prefill-dp"), decode_dp=_tps(decode_dp or default_dp, "--decode-dp"),
         expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts, overlap_comm=two_batch_overlap,
         placements=placements, checklist=checklist,
+        prefix_read_bandwidth_bytes_per_s=parse_bandwidth(prefix_read_bandwidth) if prefix_read_bandwidth else None,
+        prefix_cache_tokens=parse_tokens(prefix_cache_tokens) if prefix_cache_tokens else None,
         decode_instances=decode_instances, cached_prefix_fraction=cached_prefix_fraction,
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 
 import numpy as np
@@ -86,3 +87,18 @@ def test_h800_nodes_cannot_hold_the_day6_unit_in_one_domain():
     assert context == pytest.approx(4988.5)
     assert figures["migration_keeps_up"] is True and figures["needs_supernode"] is False
     assert figures["concurrency_headroom"] > 1
+
+
+def test_checklist_and_placements_through_the_cli(invoke):
+    args = ["pd", "deepseek-v3", "cloudmatrix-384", "--enable-expert-parallel", "--prefill-dp", "32", "--decode-dp",
+            "64", "--qps", "100", "--isl", "4383", "--osl", "1211", "--cached-prefix-fraction", "0.563",
+            "--weights-dtype", "bf16", "--kv-dtype", "bf16", "--tpot", "p50<=50ms", "--no-aggregated",
+            "--no-sensitivity", "--checklist"]
+    table = invoke(*args)
+    assert table.exit_code == 0, table.stderr
+    assert "checklist (seed §10):" in table.stdout and "6. supernode:" in table.stdout
+    rows = json.loads(invoke(*args, "--format", "json").stdout)
+    assert [r["scenario"] for r in rows] == ["base", "placement: one-domain", "placement: partitions",
+                                             "placement: across-domains"]
+    assert all(set(r) == set(rows[0]) for r in rows)
+    assert rows[0]["checklist"]["needs_supernode"] is True  # across 8-NPU nodes the same SLOs take more NPUs

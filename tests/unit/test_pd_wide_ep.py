@@ -17,6 +17,7 @@ from kvplan.calc.memory import weight_bytes
 from kvplan.calc.roofline import model_cost
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile, serving_dtype
+from kvplan.errors import InputError
 from kvplan.plans import deployment
 from kvplan.plans.deployment import Parallelism
 from kvplan.plans.pd.plan import plan_pd
@@ -151,3 +152,40 @@ def test_bad_parallelism_is_one_error_and_hint(invoke, args, message):
     assert [ln.split(":")[0] for ln in lines] == ["Error", "Hint"]
     assert message in lines[0]
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_prefix_tier_load_is_timed_layer_by_layer():
+    """--prefix-read-bandwidth: the cached prefix (⌊0.563 × 4383⌋ = 2467 tokens of MLA latent on the rank) loads
+    layer by layer ahead of the suffix prefill; hidden behind it but for one layer's share: + load / 61."""
+    _, _, _, _, plain = _day6_plan()
+    _, _, _, _, tiered = _day6_plan(prefix_read_bandwidth_bytes_per_s=6.25e9)
+    dep = deployment.resolve("deepseek-v3", "h800", system="hgx-h800-8",
+                             parallel=Parallelism(tp=1, dp=32, expert_parallel=True, redundant_experts=32),
+                             engine=deployment.EngineSettings(kv_dtype="fp8"))
+    load = math.floor(0.563 * 4383) * dep.layout.bytes_per_token_per_gpu / 6.25e9
+    assert load < plain["prefill_s"]
+    assert tiered["prefill_s"] - plain["prefill_s"] == pytest.approx(load / 61, rel=1e-6)
+    # a tier slower than the prefill itself is exposed beyond (L − 1)/L of the compute
+    _, _, _, _, slow = _day6_plan(prefix_read_bandwidth_bytes_per_s=1e8)
+    slow_load = load * 6.25e9 / 1e8
+    assert slow_load > plain["prefill_s"]
+    assert slow["prefill_s"] == pytest.approx(plain["prefill_s"] + slow_load - 60 / 61 * plain["prefill_s"], rel=1e-6)
+
+
+def test_trace_hit_curve_feeds_the_cached_prefix_fraction():
+    """--prefix-cache-tokens with a block trace: an unbounded cache gives the unbounded prefix hit rate
+    (:func:`kvplan.workload.reuse.unlimited_hit_rates`, computed without stack distances)."""
+    from kvplan.workload.reuse import unlimited_hit_rates
+    from kvplan.workload.traces import read_trace
+
+    trace = read_trace(DATA / "traces" / "mooncake_conversation_head200.jsonl")
+    prefix, _, _ = unlimited_hit_rates(trace)
+    assert 0 < prefix < 1
+    rows = plan_pd("llama-3.1-8b", "hgx-h100-8", trace=trace, prefix_cache_tokens=1e12, ttft="p99<=4s",
+                   tpot="p99<=100ms", aggregated=False, sensitivity=False).rows
+    assert rows[0]["cached_prefix_fraction"] == pytest.approx(prefix, abs=1e-12)
+    small = plan_pd("llama-3.1-8b", "hgx-h100-8", trace=trace, prefix_cache_tokens=512, ttft="p99<=4s",
+                    tpot="p99<=100ms", aggregated=False, sensitivity=False).rows[0]
+    assert small["cached_prefix_fraction"] <= rows[0]["cached_prefix_fraction"]
+    with pytest.raises(InputError):
+        plan_pd("llama-3.1-8b", "hgx-h100-8", qps=1, isl="1k", osl="64", prefix_cache_tokens=1e6)

@@ -116,18 +116,23 @@ def _tier(setup):
 
 
 def _verdict(setup, workload, c, placed, models_for, figures) -> str:
-    near = placed.get("one-domain")
-    others = [r for k, r in placed.items() if k != "one-domain" and r["feasible"]]
-    if near is not None and near.get("placement_picked") and others:
-        cheapest = min(others, key=lambda r: r["total_gpus"])
-        saved = cheapest["total_gpus"] - near["total_gpus"]
-        need = saved > 0 or near[f"tpot_{setup.tpot.stat}_s"] < cheapest[f"tpot_{setup.tpot.stat}_s"] * 0.9
-        text = (f"supernode: {'yes' if need else 'not needed'} — one domain {near['total_gpus']} GPUs vs "
-                f"{cheapest['placement']} {cheapest['total_gpus']}")
-    elif near is not None and not near.get("placement_fits"):
-        text = f"supernode: the unit does not fit one domain ({near['placement_reason']}); the NIC path is planned"
+    """A supernode is needed when the picked placement beats instances assembled from separate nodes."""
+    picked = next((r for r in placed.values() if r.get("placement_picked")), None)
+    across = placed.get("across-domains")
+    stat = f"tpot_{setup.tpot.stat}_s"
+    if picked is None:
+        text = "supernode: no placement meets the SLOs"
+    elif across is None:
+        text = "supernode: cannot tell — across-domains not planned (a NIC figure is missing, see notes)"
+    elif picked is across or picked["total_gpus"] == across["total_gpus"] and across["feasible"] and \
+            not picked[stat] < 0.9 * across[stat]:
+        text = (f"supernode: not needed — assembled from {min(setup.prefill.node, setup.decode.node)}-GPU nodes "
+                f"over the NIC the same SLOs take the same {across['total_gpus']} GPUs")
     else:
-        text = "supernode: not needed — the plan meets the SLOs without one scale-up domain for P and D"
+        other = (f"{across['total_gpus']} GPUs, TPOT {_sec(across[stat])}" if across["feasible"]
+                 else f"misses the SLOs ({across['binding_constraint']})")
+        text = (f"supernode: yes — {picked['placement']} {picked['total_gpus']} GPUs, TPOT {_sec(picked[stat])}; "
+                f"assembled from {min(setup.prefill.node, setup.decode.node)}-GPU nodes over the NIC: {other}")
     figures["needs_supernode"] = text.startswith("supernode: yes")
     x, y = c.point.x, c.point.y
     breaks = []

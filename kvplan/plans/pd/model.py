@@ -150,6 +150,30 @@ def _from_trace(trace: Trace, qps: float | None, arrival_cv: float | None) -> PD
                       float(isl.max()), str(trace.source), tuple(notes), float(np.percentile(trace.osl, 99)))
 
 
+def trace_hit_fraction(trace, cache_tokens: float, given: float) -> tuple[float, str]:
+    """The cached-prefix share from a block trace's LRU prefix hit curve at a cache of ``cache_tokens``.
+
+    :func:`kvplan.workload.reuse.reuse_profile`: the share of prompt blocks that hit with every earlier
+    block of their request (vLLM / SGLang prefix semantics) in an LRU cache of ⌊C / block⌋ blocks.
+    """
+    if trace is None:
+        raise InputError("--prefix-cache-tokens reads the hit curve of a trace", "give --trace FILE with hash_ids, "
+                         "or --cached-prefix-fraction for a share you know")
+    if given:
+        raise InputError("give --cached-prefix-fraction or --prefix-cache-tokens, not both",
+                         "--prefix-cache-tokens derives the fraction from the trace")
+    if not cache_tokens > 0:
+        raise InputError(f"--prefix-cache-tokens must be > 0 (got {cache_tokens})", "e.g. 100M tokens")
+    from kvplan.workload.reuse import capacity_blocks, reuse_profile
+
+    profile = reuse_profile(trace)
+    rate = float(profile.prefix_hit_rate(capacity_blocks(cache_tokens, profile.block_tokens)))
+    fraction = min(rate, 0.999)
+    return fraction, (f"cached prefix fraction {fraction:.3g}: the trace's LRU prefix hit rate at a cache of "
+                      f"{cache_tokens:,.0f} tokens ({profile.block_tokens}-token blocks, {profile.unique_blocks:,} "
+                      "distinct)")
+
+
 # --------------------------------------------------------------------------- per-side models
 
 

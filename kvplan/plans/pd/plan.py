@@ -31,6 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
+from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
@@ -40,7 +43,7 @@ from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
 from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
                                   same_place)
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
-                                   as_length, transfer_model, workload_from_inputs)
+                                   as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
 from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row, verdict
 from kvplan.plans.pd.search import PairModel, Point
@@ -88,6 +91,7 @@ class Setup:
     cached_fraction: float
     notes: list[str] = field(default_factory=list)
     overlap_comm: bool = False
+    prefix_read_bytes_per_s: float | None = None
 
 
 @dataclass
@@ -144,17 +148,31 @@ def plan_pd(
     sensitivity: bool = True, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
     redundant_experts: int = 0, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
+    prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
 ) -> Result:
     """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
     if isinstance(trace, (str, Path)):
         trace = read_trace(trace, trace_format=trace_format)
     workload = workload_from_inputs(qps, isl, osl, arrival_cv, trace)
+    hit_note = None
+    if prefix_cache_tokens is not None:
+        cached_prefix_fraction, hit_note = trace_hit_fraction(trace, prefix_cache_tokens, cached_prefix_fraction)
     layout = (list(prefill_dp), list(decode_dp), bool(expert_parallel), redundant_experts)
     setup = _setup(model, hardware, decode_hardware, system, decode_system, placement, ttft, tpot, prefill_tp,
                    decode_tp, cached_prefix_fraction, LinkOverride(link_bandwidth_bytes_per_s, link_efficiency,
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
     setup.overlap_comm = bool(overlap_comm)
+    if hit_note:
+        setup.notes.append(hit_note)
+    if prefix_read_bandwidth_bytes_per_s is not None:
+        if not prefix_read_bandwidth_bytes_per_s > 0:
+            raise InputError(f"--prefix-read-bandwidth must be > 0 (got {prefix_read_bandwidth_bytes_per_s})",
+                             "the cache tier's read rate per GPU, e.g. 6.25GB/s")
+        setup.prefix_read_bytes_per_s = float(prefix_read_bandwidth_bytes_per_s)
+        setup.notes.append(f"cached prefix loaded from its tier at {prefix_read_bandwidth_bytes_per_s / 1e9:g} GB/s per "
+                           "GPU, layer by layer ahead of the suffix prefill: the part not hidden behind it is added "
+                           "to the prefill service time")
     if overlap_comm:
         setup.notes.append("two-batch overlap: communication (TP all-reduce, EP dispatch/combine) hidden behind "
                            "compute, step = max(kernels, comm) + overhead (DeepSeek day 6: 'dual-batch overlap')")
@@ -336,6 +354,10 @@ def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | N
             continue
         pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
         service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov)
+        if setup.prefix_read_bytes_per_s and setup.cached_fraction:
+            load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
+                / setup.prefix_read_bytes_per_s
+            service = service + exposed_transfer_s(load, service, setup.card.num_layers)
         fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
         prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
                                       dp)

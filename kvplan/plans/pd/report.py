@@ -40,7 +40,9 @@ NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "
 
 
 def pd_columns(setup) -> list[str]:
-    return ["scenario", "mode", "xpyd", "prefill_tp", "decode_tp", "total_gpus", "link_kind", "kv_transfer_s",
+    wide = [k for k in ("prefill_dp", "decode_dp", "prefill_nodes", "decode_nodes")
+            if any(x.dp > 1 for x in (*setup.prefill.shapes, *setup.decode.shapes))]
+    return ["scenario", "mode", "xpyd", "prefill_tp", "decode_tp", *wide, "total_gpus", "link_kind", "kv_transfer_s",
             f"ttft_{setup.ttft.stat}_s", f"tpot_{setup.tpot.stat}_s", "goodput_per_gpu", "feasible",
             "binding_constraint"]
 
@@ -252,10 +254,19 @@ def verdict(setup, pd: dict, agg: dict | None, outcome, fixed: bool = False) -> 
     return text, failed
 
 
+def _shape_text(row: dict, pool: str) -> str:
+    """'TP4', or 'TP1×DP32 EP32, 136 nodes' for attention-DP / EP pools."""
+    tp, dp, ep = row[f"{pool}_tp"], row.get(f"{pool}_dp") or 1, row.get(f"{pool}_ep") or 1
+    if dp == 1 and ep == 1:
+        return f"TP{tp}"
+    return f"TP{tp}×DP{dp}" + (f" EP{ep}" if ep > 1 else "") + f", {row[f'{pool}_nodes']:g} nodes"
+
+
 def _compare(setup, pd: dict, agg: dict | None) -> tuple[str, bool]:
     slos = f"{slo_text(setup.ttft)}, {slo_text(setup.tpot)}"
     if pd["feasible"]:
-        what = (f"disaggregated {pd['xpyd']} (prefill TP{pd['prefill_tp']}, decode TP{pd['decode_tp']}, KV over the "
+        what = (f"disaggregated {pd['xpyd']} (prefill {_shape_text(pd, 'prefill')}, decode {_shape_text(pd, 'decode')}, "
+                f"KV over the "
                 f"{PATH_NAMES[pd['link_kind']]}) needs {pd['total_gpus']} GPUs, "
                 f"{pd['goodput_per_gpu']:.3g} req/s per GPU; binding: {NAMES.get(pd['binding_constraint'])}")
     else:
@@ -322,7 +333,8 @@ def explain_plan(setup, workload, outcome, rows) -> list[str]:
         f"staging = (λ/y)·E[transfer × bytes per GPU] = {_bytes(v.get('decode_staging_bytes_per_gpu'))} per GPU; KV "
         f"used = b × KV per request + staging = {_bytes(v.get('decode_kv_used_bytes_per_gpu'))} of "
         f"{_bytes(dm.kv_budget_bytes_per_gpu)}",
-        f"prefill pool x = {p.x}: utilisation λ·E[S]/x = {_g(v.get('prefill_utilization'), '.3g')}; "
+        f"prefill pool x = {p.x} ({p.x * pm.dp} servers: one prompt per attention-DP rank): utilisation "
+        f"λ·E[S]/(x·dp) = {_g(v.get('prefill_utilization'), '.3g')}; "
         f"TTFT = W(M/G/{p.x * pm.dp}) + S + exposed + first step {_sec(v.get('first_decode_step_s'))} + link wait "
         f"{_sec(v.get('link_wait_s'))} → TTFT {setup.ttft.stat} = {_sec(v.get(f'ttft_{setup.ttft.stat}_s'))} (limit "
         f"{_sec(setup.ttft.limit_s)})",
