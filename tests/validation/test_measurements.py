@@ -170,6 +170,22 @@ def test_closed_loop_worked_rows():
     assert float(h200["tpot_mean_ms"]) == 25.72997376 and int(h200["isl"]) == 3200
 
 
+def test_deepep_h800_figures_stay_under_the_links_of_the_h800_cards():
+    """DeepEP's measured bandwidths on H800 + CX7 400 Gb/s: RDMA at or below the NIC's 50 GB/s, NVLink at or below the
+    160 GB/s DeepSeek quotes as the achievable NVLink rate (the hgx-h800-8 card's 200 GB/s x 0.8)."""
+    node = load_system("hgx-h800-8")
+    rows = list(csv.DictReader(open(MEASUREMENTS / "deepep_h800.csv", newline="")))
+    assert len(rows) == 32 and all(r["source_url"].startswith("https://github.com/deepseek-ai/DeepEP/") for r in rows)
+    for r in rows:
+        assert _positive(r["value"]) and int(r["ep_size"]) >= 8
+        if r["metric"] == "bottleneck_bandwidth_nvlink_GB_per_s":
+            assert float(r["value"]) * 1e9 <= node.scale_up.bandwidth_bytes_per_s * node.scale_up.efficiency
+        elif r["metric"].startswith(("bottleneck_bandwidth_rdma", "rdma_bandwidth")):
+            assert float(r["value"]) * 1e9 <= node.nic.bandwidth_bytes_per_s * node.nic.count
+    latency = {(r["operation"], int(r["ep_size"])): float(r["value"]) for r in rows if r["metric"] == "latency_us"}
+    assert latency[("dispatch", 8)] == 163 and latency[("combine", 256)] == 360
+
+
 # --------------------------------------------------------------------------- DeepSeek day 6
 
 

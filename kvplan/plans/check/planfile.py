@@ -38,7 +38,7 @@ from kvplan.engines import ENGINE_NAMES
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.expr import Assertion, parse_assertion
-from kvplan.units import parse_bytes, parse_seconds, parse_tokens
+from kvplan.units import parse_bytes, parse_tokens
 from kvplan.workload.slo import parse_slo as _parse_slo
 from kvplan.workload.synthetic import parse_length
 
