@@ -82,6 +82,11 @@ def __getattr__(name: str):
 
 
 def main() -> None:
+    # pydantic looks up plugins through importlib.metadata (email, socket, …) when the first card model
+    # is built: about a tenth of `kvplan size`. The command line uses none; a user's setting stands.
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if "--quiet" in sys.argv[2:]:  # `kvplan pd … --quiet` means what `kvplan --quiet pd …` does
         sys.argv = [sys.argv[0], "--quiet"] + [a for a in sys.argv[1:] if a != "--quiet"]
     if sys.argv[1:2] == ["--quiet"] and len(sys.argv) > 2 and sys.argv[2] in COMMANDS:

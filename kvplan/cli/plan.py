@@ -14,6 +14,7 @@ from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, Skip
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
 from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
+from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.plans.fleet.plan import fleet_workload, plan, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
@@ -64,6 +65,7 @@ def plan_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
+    gpu_cost: Annotated[Optional[str], typer.Option("--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0 (cost per hour and per million output tokens; the search compares cost).")] = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
@@ -92,7 +94,7 @@ def plan_command(
     result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
                   max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
-                  cards=cards_dirs(cards))
+                  gpu_cost=parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
