@@ -65,8 +65,9 @@ def pd_command(
         "--decode-dp", help="Decode attention data-parallel sizes per instance (DeepSeek decode: 144).")] = None,
     enable_expert_parallel: Annotated[bool, typer.Option(
         "--enable-expert-parallel", help="Routed experts split over ep = TP × DP ranks in both pools (vLLM).")] = False,
-    ep_redundant_experts: Annotated[int, typer.Option(
-        "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32).")] = 0,
+    ep_redundant_experts: Annotated[Optional[int], typer.Option(
+        "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32; "
+                                       "default with EP: the fewest that let EP divide the experts).")] = None,
     placements: Annotated[bool, typer.Option(
         "--placements", help="Plan the chosen shapes in one scale-up domain, in separate partitions and across "
                              "domains (rows 'placement: …'), and say which the planner picks.")] = False,

@@ -189,3 +189,18 @@ def test_trace_hit_curve_feeds_the_cached_prefix_fraction():
     assert small["cached_prefix_fraction"] <= rows[0]["cached_prefix_fraction"]
     with pytest.raises(InputError):
         plan_pd("llama-3.1-8b", "hgx-h100-8", qps=1, isl="1k", osl="64", prefix_cache_tokens=1e6)
+
+
+def test_the_issue_command_without_redundant_experts_takes_deepseeks_32(invoke):
+    """EP144 does not divide 256 experts: with no --ep-redundant-experts the decode pool takes the fewest replicas
+    that make it divide, (−256) mod 144 = 32 — DeepSeek's published figure — and says so; EP32 needs none."""
+    f, isl, osl, qps = _day6_inputs()
+    result = invoke("pd", "deepseek-v3", "h800", "--system", "hgx-h800-8", "--enable-expert-parallel",
+                    "--prefill-dp", "32", "--decode-dp", "144", "--qps", f"{608e9 / 86400 / round(isl):.1f}",
+                    "--isl", str(round(isl)), "--osl", str(round(osl)), "--cached-prefix-fraction", "0.563",
+                    "--kv-dtype", "fp8", "--tpot", "p50<=50ms", "--no-sensitivity", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert "32 redundant experts make it divide (2 per GPU" in result.stderr
+    row = __import__("json").loads(result.stdout)[0]
+    published_decode = f["output_tokens_per_day"] / 86400 / f["decode_output_tokens_per_s_per_node"]
+    assert row["decode_nodes"] == pytest.approx(published_decode, rel=0.25)

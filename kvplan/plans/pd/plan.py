@@ -147,7 +147,7 @@ def plan_pd(
     link_latency_s: float | None = None, settings: PDSettings = PDSettings(), aggregated: bool = True,
     sensitivity: bool = True, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
-    redundant_experts: int = 0, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
+    redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
 ) -> Result:
     """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
@@ -228,7 +228,7 @@ def _fleet_workload(trace: Trace | None, qps, isl, osl, arrival_cv) -> FleetWork
 
 def _setup(model, hardware, decode_hardware, system, decode_system, placement, ttft, tpot, prefill_tp, decode_tp,
            cached_fraction, override, settings, workload: PDWorkload, allow_long_context, cards,
-           layout=([1], [1], False, 0)) -> Setup:
+           layout=([1], [1], False, None)) -> Setup:
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
     if placement not in PLACEMENTS:
         raise InputError(f"unknown placement '{placement}'", f"choose one of: {', '.join(PLACEMENTS)}")
@@ -262,7 +262,7 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     return setup
 
 
-def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: bool, redundant: int, s: PDSettings,
+def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: bool, redundant, s: PDSettings,
           what: str, notes: list, cache: dict) -> Pool:
     for t in tps:
         if not isinstance(t, int) or t < 1:

@@ -63,8 +63,11 @@ def fits_nodes(gpus: int, node: int) -> bool:
 
 
 def pool_shapes(card: ModelCard, side: Side, tps: list[int], dps: list[int], expert_parallel: bool,
-                redundant_experts: int, what: str) -> tuple[list[Shape], list[str]]:
+                redundant_experts: int | None, what: str) -> tuple[list[Shape], list[str]]:
     """The (TP, DP) shapes of a pool the model, the node and EP allow; the others dropped with a note.
+
+    ``redundant_experts`` None (not given) with EP: the fewest replicas that let ``ep`` divide the experts,
+    ``R = (−E) mod ep`` (256 experts over EP144: R = 32, DeepSeek's published figure; over EP32: 0), said in a note.
 
     A DP value no TP can place on whole nodes, or the only shape asked being refused, is an
     :class:`InputError` (the command line asked for something the hardware cannot hold).
@@ -85,7 +88,14 @@ def pool_shapes(card: ModelCard, side: Side, tps: list[int], dps: list[int], exp
                 f"{node}-GPU node of {side.name} nor span whole nodes",
                 f"choose a DP with TP × DP dividing {node} or a multiple of {node} (e.g. {flag} {node})")
         for t in placed:
-            shape = Shape(t, d, expert_parallel, redundant_experts)
+            r = redundant_experts
+            if r is None:
+                r = (-card.moe.num_experts) % (t * d) if expert_parallel and card.moe is not None else 0
+                if r:
+                    notes.append(f"{what} TP{t}×DP{d}: EP{t * d} does not divide {card.name}'s "
+                                 f"{card.moe.num_experts} routed experts; {r} redundant experts make it divide "
+                                 f"({(card.moe.num_experts + r) // (t * d)} per GPU; pass --ep-redundant-experts)")
+            shape = Shape(t, d, expert_parallel, r)
             try:
                 shape.parallelism().check(card)
             except KvplanError as exc:
