@@ -15,12 +15,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.errors import KvplanError
-from kvplan.report.render import FORMATS, render, write_atomic
-from kvplan.result import Result
+from typer.exceptions import TyperException
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help=f"Output format: {', '.join(FORMATS)}.")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to FILE (whole or not at all).")]
+from kvplan.errors import InputError, KvplanError
+from kvplan.outputs import OutputSet
+from kvplan.report.render import FORMATS, render
+from kvplan.result import Result
+from kvplan.textsafe import one_line
+
+FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help=(
+    f"Output format: {', '.join(FORMATS)} (default: from -o's extension .csv/.json/.md, else table)."))]
+OutputOpt = Annotated[Optional[Path], typer.Option(
+    "--output", "-o", help="Write to FILE (whole or not at all; /dev/stdout and devices are written through).")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Print the formulas with the card's numbers.")]
 CardsOpt = Annotated[
     Optional[list[Path]],
@@ -39,40 +45,90 @@ StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
 
 
+DEFAULT_HINT = "run the command with --help to see what it accepts"
+DEBUG_HINT = "this is a bug in kvplan: rerun with KVPLAN_DEBUG=1 for the traceback and report it"
+
+
+def fail(message: str, hint: str | None, code: int = 2) -> None:
+    """Print ``Error: …`` and ``Hint: …`` (each one line, user text escaped) and exit with ``code``."""
+    typer.echo(f"Error: {one_line(message, 2000)}", err=True)
+    typer.echo(f"Hint: {one_line(hint or DEFAULT_HINT, 3000)}", err=True)
+    raise typer.Exit(code)
+
+
 def handle_errors(func):
-    """Turn KvplanError into 'Error: … / Hint: …' on stderr and its exit code (no traceback)."""
+    """The CLI's error boundary: no traceback reaches the user, and nothing but 'no' exits 1.
+
+    - ``KvplanError``: ``Error: …`` / ``Hint: …`` on stderr, its exit code (1 only for an
+      infeasible answer, else 2).
+    - an input too deep or too large for the interpreter (RecursionError, MemoryError,
+      OverflowError): exit 2 with a hint to make it smaller.
+    - anything else is a bug: ``Error: internal error: …`` and exit 2, never 1 (1 is "the
+      answer is no"). ``KVPLAN_DEBUG=1`` lets the traceback through instead.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        debug = os.environ.get("KVPLAN_DEBUG") == "1"
         try:
             return func(*args, **kwargs)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
         except KvplanError as exc:
-            if os.environ.get("KVPLAN_DEBUG") == "1":
+            if debug:
                 raise
-            typer.echo(f"Error: {exc.message}", err=True)
-            if exc.hint:
-                typer.echo(f"Hint: {exc.hint}", err=True)
-            raise typer.Exit(exc.exit_code) from None
+            fail(exc.message, exc.hint, exc.exit_code)
+        except (RecursionError, MemoryError, OverflowError) as exc:
+            if debug:
+                raise
+            what = ("is nested too deeply" if isinstance(exc, RecursionError) else
+                    "is too large for memory" if isinstance(exc, MemoryError) else "holds a number too large")
+            fail(f"an input {what} ({type(exc).__name__})", "make the input smaller or simpler")
+        except Exception as exc:
+            if debug:
+                raise
+            fail(f"internal error: {type(exc).__name__}: {exc}", DEBUG_HINT)
 
     return wrapper
 
 
-def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -> None:
-    """Render ``result`` and print or write it; exit 1 when the result answers 'no'."""
-    text = render(result, fmt, explain=explain)
+EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}
+
+
+def output_format(fmt: str | None, output: Path | None, formats=FORMATS) -> str:
+    """``--format`` when given, else the format of ``-o``'s extension (.csv/.json/.md/.markdown), else table."""
+    if fmt is None:
+        fmt = EXTENSION_FORMATS.get(output.suffix.lower(), "table") if output is not None else "table"
+    if fmt not in formats:
+        raise InputError(f"unknown format '{fmt}'", f"choose one of: {', '.join(formats)}")
+    return fmt
+
+
+def emit_text(text: str, output: Path | None, extra: OutputSet | None = None) -> None:
+    """``text`` to stdout, or to ``-o`` together with the command's other files (all or none)."""
+    outputs = extra if extra is not None else OutputSet()
     if output is not None:
-        write_atomic(output, text)
-        typer.echo(f"Wrote {output}", err=True)
-    else:
+        outputs.add(output, text)
+    written = outputs.commit() if len(outputs) else []
+    if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
+    for path in written:
+        typer.echo(f"Wrote {one_line(path)}", err=True)
+
+
+def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = False,
+         extra: OutputSet | None = None) -> None:
+    """Render ``result`` and print or write it; exit 1 when the result answers 'no'."""
+    fmt = output_format(fmt, output)
+    emit_text(render(result, fmt, explain=explain), output, extra)
     if fmt != "markdown":
         for note in result.assumptions:
-            typer.echo(f"Note: {note}", err=True)
+            typer.echo(f"Note: {one_line(note, 2000)}", err=True)
         if explain and fmt in ("json", "csv"):
             typer.echo("\n".join(result.explain), err=True)
         if result.verdict and fmt in ("json", "csv"):
-            typer.echo(f"Verdict: {result.verdict}", err=True)
+            typer.echo(f"Verdict: {one_line(result.verdict, 2000)}", err=True)
     if result.failed:
         raise typer.Exit(1)
 

@@ -32,7 +32,7 @@ def size_command(
     block_size: BlockOpt = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option(
         "--max-num-batched-tokens", help="vLLM: bounds sliding-window tokens in flight (default 8192).")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,

@@ -117,8 +117,9 @@ def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document
         produced = registry.evaluate(context)
         checked = check_plan(planfile, cards) if (planfile.assertions or planfile.slos) else None
     except KvplanError as exc:
-        message = exc.message if exc.message.startswith(str(planfile.path)) else f"{planfile.path}: {exc.message}"
-        raise type(exc)(message, exc.hint) from None
+        if exc.message.startswith(str(planfile.path)):
+            raise
+        raise exc.prefixed(f"{planfile.path}: ") from None
     fit = produced["fit"]
     row = fit.result.rows[0]
     card, hw = context.model_card, context.hardware_card
