@@ -3,17 +3,17 @@
 For a workload (rate, ISL/OSL or a trace) and SLOs on TTFT and TPOT, :func:`plan_pd` searches
 prefill TP × decode TP (default {1, 2, 4, 8} each, up to the scale-up domain; prefill and decode
 hardware may differ) and, for each pair, the fewest decode and prefill instances
-(:mod:`kvplan.plans.pd_search`):
+(:mod:`kvplan.plans.pd.search`):
 
     TTFT = prefill queue wait (M/G/c) + prefill + exposed KV transfer + first decode step (+ link wait)
     TPOT = decode step at the batch a request sees (Little's law occupancy, its percentile)
 
-over the link that joins the pools (:mod:`kvplan.plans.pd_link`), with decode-side staging memory
+over the link that joins the pools (:mod:`kvplan.plans.pd.link`), with decode-side staging memory
 for KV in flight and the link's utilisation. The plan with the fewest GPUs meeting both SLOs wins;
 ties go to the higher capacity (largest rate it serves within the SLOs, per GPU).
 
 Beside it: the aggregated alternative (continuous batching with chunked prefill on the prefill
-hardware, prefill chunks interfering with decode) from :func:`kvplan.plans.fleet.plan_aggregated`,
+hardware, prefill chunks interfering with decode) from :func:`kvplan.plans.fleet.aggregated.plan_aggregated`,
 searched over the same TPs, and the verdict; then a sensitivity table (ISL × 2, OSL × 2, rate × 2,
 link bandwidth ÷ 4) of re-planned PD rows, marked by ``scenario``.
 
@@ -37,14 +37,14 @@ from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
-from kvplan.plans.fleet import EngineSettings, parse_slo
-from kvplan.plans.latency import resolve_machine
-from kvplan.plans.pd_link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
+from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
+from kvplan.plans.sizing.latency import resolve_machine
+from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
                                   same_place)
-from kvplan.plans.pd_model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
+from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
                                    transfer_model, valid_tps, workload_from_inputs)
-from kvplan.plans.pd_report import aggregated_rows, explain_plan, infeasible_row, pd_columns, pd_row, verdict
-from kvplan.plans.pd_search import PairModel, Point
+from kvplan.plans.pd.report import aggregated_rows, explain_plan, infeasible_row, pd_columns, pd_row, verdict
+from kvplan.plans.pd.search import PairModel, Point
 from kvplan.result import Result
 from kvplan.units import format_bytes
 from kvplan.workload.traces import Trace, read_trace
@@ -190,7 +190,7 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
 
 
 def _pool(card, side: Side, tps: list[int], s: PDSettings, what: str, longest: float, notes: list) -> Pool:
-    from kvplan.plans.fit import fit
+    from kvplan.plans.sizing.fit import fit
 
     for t in tps:
         if not isinstance(t, int) or t < 1:

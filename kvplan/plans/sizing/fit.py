@@ -27,7 +27,7 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype, sglang_mem_fraction_static
 from kvplan.errors import InputError
-from kvplan.plans.size import as_list, check_positive, size_rows
+from kvplan.plans.sizing.size import as_list, check_positive, size_rows
 from kvplan.result import Result
 from kvplan.units import format_bytes
 

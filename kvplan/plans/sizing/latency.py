@@ -39,7 +39,7 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InputError, MissingFigureError
-from kvplan.plans.size import as_list, check_positive
+from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
 from kvplan.units import format_bytes, format_seconds
 

@@ -6,13 +6,13 @@ Notation: ISL prompt tokens, OSL output tokens, n = OSL − 1 decode steps after
 C = ISL + OSL the context a request ends with, Cb the token budget per step (``--chunk-size``,
 vLLM ``max_num_batched_tokens``), B the running batch of an instance.
 
-KV capacity (from the engine's start-up arithmetic, :func:`kvplan.plans.fit.fit`):
+KV capacity (from the engine's start-up arithmetic, :func:`kvplan.plans.sizing.fit.fit`):
     pool = num_blocks × block bytes per GPU; a request reserves k(C) = its block-rounded KV per GPU.
     B_kv = the largest B whose p99 of the sum of B requests' k(C) fits the pool, by the central
            limit theorem: B·E[k] + z₀.₉₉·√B·sd[k] <= pool. It lies between pool / k(p99 context)
            (every request at the p99, reported as ``batch_kv_p99``) and pool / k(mean context).
 
-Step times (the roofline, :mod:`kvplan.calc.roofline` via :mod:`kvplan.plans.latency`):
+Step times (the roofline, :mod:`kvplan.calc.roofline` via :mod:`kvplan.plans.sizing.latency`):
     t(b)   = decode_step(b sequences at the decode context L̄); L̄ = E[Σ_j (ISL + j)] / E[n] (j = 1..n),
              the time-weighted mean context of a decoding sequence.
     S(ISL) = prefill service = Σ over its ⌈ISL / (Cb − B)⌉ chunks of the step that carries the chunk
@@ -62,7 +62,7 @@ import numpy as np
 
 from kvplan.calc import tails
 from kvplan.calc.roofline import decode_step
-from kvplan.plans.latency import mixed_chunk_step
+from kvplan.plans.sizing.latency import mixed_chunk_step
 
 Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
 QUANTILE_POINTS = 256

@@ -6,7 +6,7 @@ the TTFT and TPOT percentile SLOs and keep every queue stable, and says which co
 (what fails at N − 1): ``kv_capacity``, ``max_num_seqs``, ``tpot_slo`` (they cap the batch and so
 the decode slots), ``ttft_slo``, ``prefill_compute``, or ``utilization`` (no TTFT SLO given: queues
 kept at or below ``max_utilization``). The model and its approximations are in
-:mod:`kvplan.plans.fleet_model`; :mod:`kvplan.sim` checks them by simulation.
+:mod:`kvplan.plans.fleet.model`; :mod:`kvplan.sim` checks them by simulation.
 
 A plan is infeasible (``FleetPlan.feasible`` false, the CLI exits 1) when no N can meet it — a
 request of p99 context does not fit an instance's KV pool, the TPOT SLO fails at batch 1 with no
@@ -31,9 +31,9 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InputError
-from kvplan.plans import fleet_model as fm
-from kvplan.plans.fleet_model import STATS, FleetModel, LengthStats, Point, Slo
-from kvplan.plans.latency import Efficiencies, resolve_machine
+from kvplan.plans.fleet import model as fm
+from kvplan.plans.fleet.model import STATS, FleetModel, LengthStats, Point, Slo
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 from kvplan.units import format_bytes, format_seconds, parse_seconds
 from kvplan.workload.summary import rate_buckets
 from kvplan.workload.synthetic import Workload
@@ -257,7 +257,7 @@ def plan_aggregated(
     max_utilization: float = 0.9, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
 ) -> FleetPlan:
     """Fewest instances of ``shape`` that serve ``workload`` within ``slos``; see the module docstring."""
-    from kvplan.plans.fit import fit
+    from kvplan.plans.sizing.fit import fit
 
     card = card if isinstance(card, ModelCard) else load_model(card, cards)
     hw = hw if isinstance(hw, HardwareCard) else load_hardware(hw, cards)

@@ -2,7 +2,7 @@
 
 The grid is models × hardware × kv_dtype × tp × pp × engine × seq × batch. Python loops only
 over the (model, hardware, kv_dtype, tp, pp, engine) combinations; inside one combination the
-engine's budget, block count and pool are scalars (taken from :func:`kvplan.plans.fit.fit`
+engine's budget, block count and pool are scalars (taken from :func:`kvplan.plans.sizing.fit.fit`
 itself, so the sweep agrees with ``kvplan fit`` exactly) and every (seq, batch) point is one
 numpy evaluation:
 
@@ -36,7 +36,7 @@ from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
 from kvplan.calc.kv import kv_layout
 from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InputError, KvplanError, MissingFigureError
-from kvplan.plans.planfile import Tokens, describe_errors, read_yaml
+from kvplan.plans.check.planfile import Tokens, describe_errors, read_yaml
 from kvplan.units import parse_tokens
 
 # Column order of the output. Scalars of a combination, seq-only and seq × batch values.
@@ -205,8 +205,8 @@ class SweepResult:
 
 
 def _fit_scalars(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str) -> dict:
-    """The combination's budget figures from kvplan.plans.fit.fit itself (one point, batch 1)."""
-    from kvplan.plans.fit import fit
+    """The combination's budget figures from kvplan.plans.sizing.fit.fit itself (one point, batch 1)."""
+    from kvplan.plans.sizing.fit import fit
 
     row = fit(card, hw, seq=[1], batch=[1], kv_dtype=[dtype], tp=[tp], pp=pp, engine=[engine],
               weights_dtype=grid.weights_dtype, gpu_memory_utilization=grid.gpu_memory_utilization,
@@ -260,7 +260,7 @@ def _latency_model(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: s
         return None
     try:
         from kvplan.calc.roofline import compute_dtype_for, decode_step, model_cost
-        from kvplan.plans.latency import Efficiencies, resolve_machine
+        from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
     except ImportError:
         return None
     if pp > 1:

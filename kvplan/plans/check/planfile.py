@@ -19,8 +19,8 @@ the engine's own names, an optional workload and SLOs, and the assertions CI che
       - kv_fits: true
 
 The schema forbids unknown keys everywhere (``kvplan schema`` prints it as JSON Schema).
-Assertions are parsed by :mod:`kvplan.plans.expr` and their metric names checked against
-the registry in :mod:`kvplan.plans.metrics` when the file is loaded, so a typo fails before
+Assertions are parsed by :mod:`kvplan.plans.check.expr` and their metric names checked against
+the registry in :mod:`kvplan.plans.check.metrics` when the file is loaded, so a typo fails before
 any number is computed.
 """
 
@@ -37,8 +37,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
 from kvplan.engines import ENGINE_NAMES
 from kvplan.errors import InputError, KvplanError
-from kvplan.plans import metrics as registry
-from kvplan.plans.expr import Assertion, parse_assertion
+from kvplan.plans.check import metrics as registry
+from kvplan.plans.check.expr import Assertion, parse_assertion
 from kvplan.units import parse_bytes, parse_seconds, parse_tokens
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -47,7 +47,7 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InputError
-from kvplan.plans.latency import Efficiencies, check_parallel_modes, resolve_machine
+from kvplan.plans.sizing.latency import Efficiencies, check_parallel_modes, resolve_machine
 from kvplan.result import Result
 from kvplan.units import format_seconds
 

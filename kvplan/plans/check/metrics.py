@@ -3,10 +3,10 @@
 ``METRICS`` maps a metric name to ``Metric(description, unit, producer)``. A producer turns a
 plan into numbers (one call computes all of its metrics) and says when it cannot:
 
-- ``fit``: the engine's start-up arithmetic (:func:`kvplan.plans.fit.fit`), always available.
-- ``latency``: roofline latency (:mod:`kvplan.plans.latency`), needs a workload.
+- ``fit``: the engine's start-up arithmetic (:func:`kvplan.plans.sizing.fit.fit`), always available.
+- ``latency``: roofline latency (:mod:`kvplan.plans.sizing.latency`), needs a workload.
 - ``fleet``: percentile latencies and pool sizes from the fleet / PD planner; not wired yet.
-- ``aggregated``: the aggregated fleet of ``kvplan plan`` (:func:`kvplan.plans.fleet.plan_aggregated`):
+- ``aggregated``: the aggregated fleet of ``kvplan plan`` (:func:`kvplan.plans.fleet.aggregated.plan_aggregated`):
   instances, GPUs, batch, KV demand and percentile TTFT/TPOT; needs ``workload.qps`` (or a trace).
 
 To add metrics, write ``compute(context) -> Produced`` and call :func:`register` once, here::
@@ -33,7 +33,7 @@ from kvplan.result import Result
 
 if TYPE_CHECKING:
     from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
-    from kvplan.plans.planfile import Plan
+    from kvplan.plans.check.planfile import Plan
 
 
 @dataclass
@@ -169,8 +169,8 @@ def evaluate(context: PlanContext, names: list[str] | None = None) -> dict[str, 
 def _fit_metrics(context: PlanContext) -> Produced:
     from kvplan.calc.kv import kv_layout
     from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
-    from kvplan.plans.fit import Overrides, fit
-    from kvplan.plans.size import explain_layout
+    from kvplan.plans.sizing.fit import Overrides, fit
+    from kvplan.plans.sizing.size import explain_layout
 
     engine = context.plan.engine
     card, hw = context.model_card, context.hardware_card
@@ -261,7 +261,7 @@ def workload_lengths(context: PlanContext) -> tuple[int, int, list[str]]:
 
 
 def _latency_metrics(context: PlanContext) -> Produced:
-    from kvplan.plans.latency import latency
+    from kvplan.plans.sizing.latency import latency
 
     engine = context.plan.engine
     isl, osl, notes = workload_lengths(context)
@@ -283,7 +283,7 @@ def _latency_metrics(context: PlanContext) -> Produced:
     return Produced(values, result.explain, notes + result.assumptions, result)
 
 
-LATENCY = Producer("latency", compute=_latency_metrics, needs_workload=True, module="kvplan.plans.latency")
+LATENCY = Producer("latency", compute=_latency_metrics, needs_workload=True, module="kvplan.plans.sizing.latency")
 register(LATENCY, {
     "ttft_s": ("time to first token of one request arriving alone: prefill of isl tokens (no queueing)", "s"),
     "tpot_s": ("mean time per output token at the plan's concurrency", "s"),
@@ -314,12 +314,12 @@ register(FLEET, {
 
 
 def _tier_metrics(context: PlanContext) -> Produced:
-    from kvplan.plans.tier_metrics import tier_metrics
+    from kvplan.plans.check.tier_metrics import tier_metrics
 
     return tier_metrics(context)
 
 
-TIERS = Producer("tiers", compute=_tier_metrics, needs_workload=True, module="kvplan.plans.tiers")
+TIERS = Producer("tiers", compute=_tier_metrics, needs_workload=True, module="kvplan.plans.tiers.plan")
 register(TIERS, {
     "tier_hit_rate": ("prompt blocks served from any cache tier (prefix LRU over HBM → DRAM → CXL → NVMe → remote)",
                       "ratio"),
@@ -341,8 +341,8 @@ register(TIERS, {
 
 
 def _pd_metrics(context: PlanContext) -> Produced:
-    """The disaggregated plan :func:`kvplan.plans.pd.plan_pd` recommends for the plan's workload and SLOs."""
-    from kvplan.plans.pd import PDSettings, plan_pd
+    """The disaggregated plan :func:`kvplan.plans.pd.plan.plan_pd` recommends for the plan's workload and SLOs."""
+    from kvplan.plans.pd.plan import PDSettings, plan_pd
 
     plan, engine, workload = context.plan, context.plan.engine, context.plan.workload
     if plan.slo is None or plan.slo.ttft is None or plan.slo.tpot is None:
@@ -396,7 +396,7 @@ class _PDProducer(Producer):
         return None
 
 
-PD = _PDProducer("pd", compute=_pd_metrics, needs_workload=True, module="kvplan.plans.pd")
+PD = _PDProducer("pd", compute=_pd_metrics, needs_workload=True, module="kvplan.plans.pd.plan")
 register(PD, {
     "prefill_gpus": ("GPUs in the prefill pool of the recommended xPyD (kvplan pd)", "GPUs"),
     "decode_gpus": ("GPUs in the decode pool of the recommended xPyD (kvplan pd)", "GPUs"),
@@ -422,8 +422,8 @@ def _aggregated_metrics(context: PlanContext) -> Produced:
     """Size the aggregated fleet for the plan's workload and SLOs; infeasible plans give ∞ counts."""
     import math
 
-    from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
-    from kvplan.plans.planfile import parse_slo
+    from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
+    from kvplan.plans.check.planfile import parse_slo
 
     plan, engine = context.plan, context.plan.engine
     workload = plan.workload
@@ -465,7 +465,7 @@ def _aggregated_metrics(context: PlanContext) -> Produced:
     return Produced(values, explain, fleet.assumptions)
 
 
-AGGREGATED = Producer("aggregated", compute=_aggregated_metrics, needs_workload=True, module="kvplan.plans.fleet")
+AGGREGATED = Producer("aggregated", compute=_aggregated_metrics, needs_workload=True, module="kvplan.plans.fleet.aggregated")
 register(AGGREGATED, {
     **{f"{kind}_{stat}_s": (f"{stat} {kind.upper()} of the sized aggregated fleet under the workload's rate "
                             "(queueing included)", "s")

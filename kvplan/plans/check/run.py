@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.plans import metrics as registry
-from kvplan.plans.expr import Assertion, evaluate, source_of
-from kvplan.plans.planfile import PlanFile, SloTarget, load_plan
+from kvplan.plans.check import metrics as registry
+from kvplan.plans.check.expr import Assertion, evaluate, source_of
+from kvplan.plans.check.planfile import PlanFile, SloTarget, load_plan
 from kvplan.result import Result
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"

@@ -13,7 +13,7 @@ import numpy as np
 
 from kvplan.calc.disagg import rate_matched_xpyd
 from kvplan.errors import KvplanError
-from kvplan.plans.pd_link import PATH_NAMES
+from kvplan.plans.pd.link import PATH_NAMES
 from kvplan.units import format_bytes, format_seconds
 
 STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -168,7 +168,7 @@ def infeasible_reason(setup, outcome) -> str:
 
 def aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_long_context, cards) -> list[dict]:
     """The best aggregated fleet on the prefill hardware over the same TPs (fewest GPUs), as one row."""
-    from kvplan.plans.fleet import FleetWorkload, Shape, plan_aggregated
+    from kvplan.plans.fleet.aggregated import FleetWorkload, Shape, plan_aggregated
     from kvplan.workload.synthetic import Workload, parse_length
 
     if trace is not None:

@@ -8,7 +8,7 @@ Per tier (bandwidths per accelerator, capacities for the whole fleet of ``nodes`
 
 - capacity: HBM = instances × (the engine's KV budget per GPU − active decode KV per GPU) / bytes
   per token per GPU; a lower tier = its capacity (minus any decode KV spilled into it) / (tp ×
-  bytes per token per GPU). Active decode KV comes from Little's law (:mod:`kvplan.plans.tier_fleet`).
+  bytes per token per GPU). Active decode KV comes from Little's law (:mod:`kvplan.plans.tiers.fleet`).
 - hit rate: ``H_t = curve(C_1 + … + C_t)``, ``hit_t = H_t − H_{t−1}`` on the exact prefix-LRU curve of
   the trace's 512-token blocks (:mod:`kvplan.workload.reuse`); in blocks, as Mooncake reports it.
 - break-even: the shortest context ``n`` for which ``latency + n × kv_bytes_per_token_per_gpu / read``
@@ -23,9 +23,9 @@ Per tier (bandwidths per accelerator, capacities for the whole fleet of ``nodes`
   tier's hits save, from every request's own prefix hits in the LRU replay (loads are DMA: they
   free the GPUs even where they are slower than recompute).
 
-The savings feed the PD recommendation: :func:`kvplan.plans.pd.plan_pd` is planned at
+The savings feed the PD recommendation: :func:`kvplan.plans.pd.plan.plan_pd` is planned at
 ``cached_prefix_fraction`` 0 and at the measured token share of prompts served from the tiers
-(:mod:`kvplan.plans.tier_pd`); fewer prefill GPUs is the payoff.
+(:mod:`kvplan.plans.tiers.pd`); fewer prefill GPUs is the payoff.
 
 If the active decode KV does not fit in HBM, the part that spills is read from the next tiers on
 every step: TPOT grows by ``Σ spilled_t / read_t + latency_t``, at the mean and at the p99 of the
@@ -47,12 +47,12 @@ from kvplan.cards.loader import load_hardware, load_model, load_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError
-from kvplan.plans.fit import fit
-from kvplan.plans.latency import Efficiencies, resolve_machine
-from kvplan.plans.tier_fleet import Fleet, size_fleet
-from kvplan.plans.tier_inputs import CapacityOverrides, TierSpec, resolve_tiers
-from kvplan.plans.tier_pd import pd_feedback, pd_sentence
-from kvplan.plans.tier_reuse import ReuseInput, request_hit_blocks
+from kvplan.plans.sizing.fit import fit
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.plans.tiers.fleet import Fleet, size_fleet
+from kvplan.plans.tiers.inputs import CapacityOverrides, TierSpec, resolve_tiers
+from kvplan.plans.tiers.pd import pd_feedback, pd_sentence
+from kvplan.plans.tiers.reuse import ReuseInput, request_hit_blocks
 from kvplan.result import Result
 from kvplan.units import format_bytes, format_seconds
 
@@ -248,7 +248,7 @@ def _prefill_savings(cost, machine, reuse: ReuseInput, cumulative_blocks, isl, t
 
 
 def _hbm_budget(card, hw, tp, engine, kv_dtype, weights_dtype, util, isl, osl) -> float:
-    """The engine's KV budget on one GPU (:func:`kvplan.plans.fit.fit`); none left is infeasible."""
+    """The engine's KV budget on one GPU (:func:`kvplan.plans.sizing.fit.fit`); none left is infeasible."""
     seq = int(min(card.max_context, max(isl.max() + osl.max(), 1)))
     row = fit(card, hw, seq=[seq], batch=[1], kv_dtype=[kv_dtype], tp=[tp], engine=[engine],
               weights_dtype=weights_dtype, gpu_memory_utilization=util).rows[0]

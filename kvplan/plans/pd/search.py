@@ -36,8 +36,8 @@ import numpy as np
 
 from kvplan.calc.disagg import occupancy_quantile, sojourn_quantile_s
 from kvplan.calc.tails import wait_tail
-from kvplan.plans.fleet_model import Slo
-from kvplan.plans.pd_model import DecodeModel, PDWorkload, PrefillModel, TransferModel
+from kvplan.plans.fleet.model import Slo
+from kvplan.plans.pd.model import DecodeModel, PDWorkload, PrefillModel, TransferModel
 
 MAX_INSTANCES = 100_000
 

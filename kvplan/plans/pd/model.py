@@ -17,7 +17,7 @@ F = 0 is :func:`kvplan.calc.roofline.prefill` unchunked. The transfer still move
 Decode step of a batch b: :func:`kvplan.calc.roofline.decode_step` at the mean context over a
 request's decode life, E[ISL] + E[OSL]/2, tabulated for b = 1 … the engine cap; KV per request
 (per GPU, paged as the engine stores it) at that context; the budget per GPU from
-:func:`kvplan.plans.fit.fit` (the engine's start-up rule).
+:func:`kvplan.plans.sizing.fit.fit` (the engine's start-up rule).
 
 Transfer of one request P→D: bytes = the decode instance's KV of its S tokens
 (per-GPU bytes × decode TP: with head replication every receiving rank needs its copy);

@@ -1,4 +1,4 @@
-"""Feed the tiers' prefill savings back into the PD recommendation (:func:`kvplan.plans.pd.plan_pd`).
+"""Feed the tiers' prefill savings back into the PD recommendation (:func:`kvplan.plans.pd.plan.plan_pd`).
 
 The PD planner takes ``cached_prefix_fraction`` F, the share of prompt tokens served from a cache
 tier: every prompt of S tokens prefills only its last ``S − ⌊F·S⌋`` tokens. The tier plan measures
@@ -14,7 +14,7 @@ the disaggregated recommendation is compared (no aggregated alternative, no sens
 from __future__ import annotations
 
 from kvplan.errors import KvplanError
-from kvplan.plans.latency import Efficiencies
+from kvplan.plans.sizing.latency import Efficiencies
 
 FIELDS = ("xpyd", "prefill_instances", "decode_instances", "prefill_tp", "decode_tp", "prefill_gpus", "total_gpus",
           "feasible", "binding_constraint", "ttft_p99_s")
@@ -25,9 +25,9 @@ def pd_feedback(card, hardware, system, trace, fraction: float, *, ttft: str | N
                 efficiencies: Efficiencies, cards) -> tuple[dict, list[str], list[str]]:
     """(summary fields ``pd_*``, notes, explain lines); empty fields and a note when PD cannot be planned."""
     try:
-        from kvplan.plans.pd import PDSettings, plan_pd
+        from kvplan.plans.pd.plan import PDSettings, plan_pd
     except ImportError:  # the PD planner is not part of this build
-        return {}, ["PD feedback skipped: kvplan.plans.pd is not available"], []
+        return {}, ["PD feedback skipped: kvplan.plans.pd.plan is not available"], []
     settings = PDSettings(engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
                           gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies)
     slos = {k: v for k, v in (("ttft", ttft), ("tpot", tpot)) if v is not None}

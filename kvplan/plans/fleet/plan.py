@@ -21,7 +21,7 @@ from pathlib import Path
 
 from kvplan.cards.loader import load_hardware, load_model
 from kvplan.errors import InputError
-from kvplan.plans.fleet import EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_rate, plan_aggregated
+from kvplan.plans.fleet.aggregated import EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_rate, plan_aggregated
 from kvplan.result import Result
 from kvplan.units import format_bytes, format_seconds
 from kvplan.workload.synthetic import workload_from_flags

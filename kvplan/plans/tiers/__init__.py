@@ -1,0 +1,1 @@
+"""KV placement across memory tiers: tier plan, reuse, fleet, inputs, the PD feedback."""
