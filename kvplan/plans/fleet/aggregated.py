@@ -61,8 +61,8 @@ def parse_slo(kind: str, text: str) -> Slo:
         raise InputError(f"{flag}: percentile {stat} is not between p0 and p100", hint)
     try:
         limit = parse_seconds(match.group(2))
-    except InputError:
-        raise InputError(f"{flag}: cannot read the duration '{match.group(2)}' in '{text}'", hint) from None
+    except InputError as exc:
+        raise InputError(f"{flag}: {exc.message} in '{text}'", exc.hint or hint) from None
     if limit <= 0:
         raise InputError(f"{flag}: the limit must be > 0 (got '{text}')", hint)
     if stat.endswith(".0"):
