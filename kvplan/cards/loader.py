@@ -9,22 +9,21 @@ or any alias, case-insensitively. A model may also be given as a path to a card 
 from __future__ import annotations
 
 import difflib
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import CardError, InputError, UnknownCardError
+from kvplan.inputs import CONFIG_MAX_BYTES, load_json, read_text, read_yaml
 
 CardT = TypeVar("CardT", bound=BaseModel)
 KINDS = {"model": ("model_cards", ModelCard), "hardware": ("hardware_cards", HardwareCard),
          "system": ("system_cards", SystemCard)}
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_NAME_CHARS = 200  # longer than any card name or Hugging Face repo id (96 characters)
 
 
 def shipped_dir(kind: str) -> Path:
@@ -61,13 +60,9 @@ def describe_validation_error(path: str, error: ValidationError) -> tuple[str, s
 def parse_card(path: Path, schema: type[CardT]) -> CardT:
     """Read one YAML card; errors name the file and the field."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except OSError as exc:
-        raise CardError(f"{path}: cannot read: {exc.strerror}", "check the path") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise CardError(f"{path}:{where} is not valid YAML", "fix the syntax; cards are YAML mappings") from None
+        data = read_yaml(path, "card")
+    except InputError as exc:
+        raise CardError(exc.message, exc.hint) from None
     if not isinstance(data, dict):
         raise CardError(f"{path}: a card must be a YAML mapping", "see the shipped cards for examples")
     try:
@@ -84,9 +79,9 @@ def _index(kind: str, dirs: tuple[Path, ...]) -> dict[str, Path]:
         for path in sorted(directory.glob("*.yaml")):
             index[path.stem.lower()] = path
             try:
-                data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-            except (OSError, yaml.YAMLError):
-                continue  # reported when this card itself is asked for
+                data = read_yaml(path, "card")
+            except InputError:
+                continue  # unreadable, binary, too large or not YAML: reported when this card itself is asked for
             if isinstance(data, dict):
                 for alias in [data.get("name"), *(data.get("aliases") or [])]:
                     if isinstance(alias, str):
@@ -106,10 +101,15 @@ def card_files(kind: str, extra: tuple[Path, ...] = ()) -> list[Path]:
 def find_card(kind: str, name: str, extra: tuple[Path, ...] = ()) -> Path:
     dirs = search_dirs(kind, extra)
     key = name.lower()
+    if len(key) > MAX_NAME_CHARS or "\x00" in key:
+        raise UnknownCardError(kind, name[:80] + ("…" if len(name) > 80 else ""), [])
     for directory in dirs:  # fast path: the file named like the card
         candidate = directory / f"{key}.yaml"
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:
+            pass
     index = _index(kind, tuple(dirs))
     if key in index:
         return index[key]
@@ -124,16 +124,23 @@ def _load(kind: str, name_or_path: str, extra: tuple[Path, ...]):
     schema = KINDS[kind][1]
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
+        if not _is_file(path):
             raise InputError(f"no card file at '{name_or_path}'", "check the path")
         return parse_card(path, schema)
     return parse_card(find_card(kind, name_or_path, extra), schema)
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
 def load_model(name_or_path: str, extra: tuple[Path, ...] = ()) -> ModelCard:
     """A model card by name, alias, card path or Hugging Face ``config.json`` path."""
     path = Path(name_or_path)
-    if path.suffix == ".json" or (path.is_file() and path.suffix not in (".yaml", ".yml")):
+    if path.suffix == ".json" or (_is_file(path) and path.suffix not in (".yaml", ".yml")):
         from kvplan.cards.hf_import import card_from_config_file
 
         return card_from_config_file(path)
@@ -151,17 +158,7 @@ def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
 
 
 def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no file at '{path}'", "check the path to config.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}", "check the file") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            "pass a Hugging Face config.json, or a card name",
-        ) from None
+    data = load_json(read_text(path, "config.json", CONFIG_MAX_BYTES), path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a config.json must hold a JSON object", "pass a Hugging Face config.json")
     return data

@@ -216,19 +216,9 @@ def plan_json_schema() -> dict:
 
 def read_yaml(path: Path, what: str = "plan") -> tuple[dict, yaml.Node | None]:
     """The YAML mapping in ``path`` and its node tree (for line numbers)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no {what} file at '{path}'", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}", "check the file") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}:{where} is not valid YAML", f"fix the syntax; a {what} file is a YAML mapping") from None
+    from kvplan.inputs import read_yaml as read_bounded
+
+    data, node = read_bounded(path, f"{what} file", with_node=True)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a {what} file must be a YAML mapping", f"see 'kvplan schema' for the {what} keys")
     return data, node
