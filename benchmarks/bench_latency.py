@@ -18,7 +18,7 @@ import numpy as np
 from kvplan.calc.roofline import Machine, decode_step, mean_over_output, model_cost, prefill
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
-from kvplan.plans.latency import latency
+from kvplan.plans.sizing.latency import latency
 from timing import best
 
 H200 = Machine(name="h200", compute_dtype="bf16", bandwidth_bytes_per_s=4.8e12, peak_flops_per_s=989.5e12,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kvplan.plans.fleet import FleetWorkload, Shape, parse_slo, plan_aggregated
-from kvplan.plans.plan import fleet_workload
+from kvplan.plans.fleet.aggregated import FleetWorkload, Shape, parse_slo, plan_aggregated
+from kvplan.plans.fleet.plan import fleet_workload
 from kvplan.sim import simulate_plan
 from kvplan.workload.summary import summarise
 from kvplan.workload.traces import read_trace

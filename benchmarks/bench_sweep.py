@@ -35,7 +35,7 @@ latency: {latency}
 
 
 def evaluate(path: Path, label: str) -> None:
-    from kvplan.plans.sweep import load_grid, sweep
+    from kvplan.plans.check.sweep import load_grid, sweep
 
     grid = load_grid(path)
     sweep(grid)  # warm caches (card files, imports)

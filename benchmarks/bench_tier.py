@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvplan.plans.tier_inputs import CapacityOverrides
-from kvplan.plans.tier_reuse import from_trace, from_workload
-from kvplan.plans.tiers import tier_plan
+from kvplan.plans.tiers.inputs import CapacityOverrides
+from kvplan.plans.tiers.reuse import from_trace, from_workload
+from kvplan.plans.tiers.plan import tier_plan
 from kvplan.workload.reuse import reuse_profile
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace

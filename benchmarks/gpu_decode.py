@@ -233,12 +233,12 @@ class Estimate:
 def kvplan_estimate(card: ModelCard, hw: HardwareCard, batch: int, context: int) -> Estimate:
     """kvplan's decode step at this batch and context; the bandwidth roofline if the latency plan is missing."""
     try:
-        from kvplan.plans.latency import latency
+        from kvplan.plans.sizing.latency import latency
     except ImportError:
         latency = None
     if latency is not None:
         row = latency(card, hw, isl=context, osl=1, batch=batch, context=context, allow_long_context=True).rows[0]
-        return Estimate(row["decode_step_s"], row.get("floor_decode_step_s"), "kvplan.plans.latency")
+        return Estimate(row["decode_step_s"], row.get("floor_decode_step_s"), "kvplan.plans.sizing.latency")
     kv = batch * float(kv_layout(card, get_profile("ideal"), "auto").sequence_bytes(context))
     embedding = card.vocab_size * card.hidden_size * ELEMENT_BYTES[card.dtype]
     floor = (weight_bytes(card) - embedding + kv) / hw.hbm_bandwidth_bytes_per_s

@@ -18,17 +18,17 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "size": "kvplan.plans.size",
-    "fit": "kvplan.plans.fit",
-    "Overrides": "kvplan.plans.fit",
+    "size": "kvplan.plans.sizing.size",
+    "fit": "kvplan.plans.sizing.fit",
+    "Overrides": "kvplan.plans.sizing.fit",
     "load_model": "kvplan.cards.loader",
     "load_hardware": "kvplan.cards.loader",
     "load_system": "kvplan.cards.loader",
     "kv_layout": "kvplan.calc.kv",
     "get_profile": "kvplan.engines",
-    "plan": "kvplan.plans.plan",
-    "plan_aggregated": "kvplan.plans.fleet",
-    "FleetPlan": "kvplan.plans.fleet",
+    "plan": "kvplan.plans.fleet.plan",
+    "plan_aggregated": "kvplan.plans.fleet.aggregated",
+    "FleetPlan": "kvplan.plans.fleet.aggregated",
     "Result": "kvplan.result",
     "KvplanError": "kvplan.errors",
     "ModelCard": "kvplan.cards.schema",

@@ -119,14 +119,26 @@ def serving_dtype(model_dtype: str, engine: EngineProfile) -> str:
     return model_dtype
 
 
+# Other spellings users write (the projects' own names), compared case-insensitively.
+ENGINE_ALIASES = {
+    "tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "tensorrtllm": "trtllm", "trt-llm": "trtllm",
+    "trt_llm": "trtllm", "trt": "trtllm", "transformers": "hf", "huggingface": "hf",
+}
+
+
+def canonical_engine(name: str) -> str:
+    """``name`` in kvplan's spelling: case-insensitive, with the aliases above (``vLLM`` -> ``vllm``)."""
+    key = name.strip().lower()
+    key = ENGINE_ALIASES.get(key, key)
+    if key not in PROFILES:
+        raise InputError(f"unknown engine '{name}'",
+                         f"choose one of: {', '.join(ENGINE_NAMES)} (or tensorrt-llm, trt-llm, transformers)")
+    return key
+
+
 def get_profile(name: str) -> EngineProfile:
-    """The profile named ``name``; an InputError listing the valid names otherwise."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise InputError(
-            f"unknown engine '{name}'", f"choose one of: {', '.join(ENGINE_NAMES)}"
-        ) from None
+    """The profile named ``name`` (any case, or an alias); an InputError listing the valid names otherwise."""
+    return PROFILES[canonical_engine(name)]
 
 
 def sglang_mem_fraction_static(

@@ -1,7 +1,7 @@
 """Latency tails in closed form: compositions of waits and service times, and their percentiles.
 
 The building blocks of ``kvplan plan``'s percentile latencies (the model that uses them is in
-:mod:`kvplan.plans.fleet_model`):
+:mod:`kvplan.plans.fleet.model`):
 
 - A queue's wait in the Erlang-C / Allen–Cunneen form (:mod:`kvplan.calc.queueing`) is an atom
   at zero plus an exponential tail: ``P(W > x) = C · exp(−x / θ)``.

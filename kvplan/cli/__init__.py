@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Annotated
 
 import typer
 from typer.exceptions import TyperException
@@ -33,13 +34,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 HELP = "Analytical KV-cache capacity planner for LLM inference: size, fit, latency, plan, PD and tiers."
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from kvplan import __version__
+
+        typer.echo(f"kvplan {__version__}")
+        raise typer.Exit()
+
+
 def build_app(names: list[str] | None = None) -> typer.Typer:
-    """A Typer app with the named commands (all of them by default)."""
+    """A Typer app with the named commands (all of them by default).
+
+    Help is click's plain layout (``rich_markup_mode=None``): it wraps to the terminal and
+    always prints whole option names, where the boxed layout truncates them below ~100 columns.
+    ``--install-completion`` / ``--show-completion`` are typer's shell completion.
+    """
     root = typer.Typer(name="kvplan", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
-                       add_completion=False)
+                       add_completion=True, rich_markup_mode=None)
 
     @root.callback()
-    def _root() -> None:
+    def _root(
+        version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                              help="Print kvplan's version and exit.")] = False,
+    ) -> None:
         """Analytical KV-cache capacity planner for LLM inference."""
 
     for name in names or list(COMMANDS):
@@ -79,7 +96,7 @@ def main() -> None:
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     app = build_app([first]) if first in COMMANDS and sys.argv[1] == first else build_app()
     try:
-        code = app(standalone_mode=False)
+        code = app(standalone_mode=False, prog_name="kvplan")
     except TyperException as exc:
         code = _usage_error(exc, first if first in COMMANDS else None)
     except typer.Abort:

@@ -12,7 +12,7 @@ import typer
 
 from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, handle_errors, output_format
 from kvplan.errors import InputError
-from kvplan.plans.check import check
+from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
 from kvplan.outputs import OutputSet, check_target
 from kvplan.report.render import render
@@ -72,11 +72,11 @@ def schema_command(
 ) -> None:
     """Print the JSON Schema of a plan file (or of a sweep grid) for editors and validators."""
     if kind == "plan":
-        from kvplan.plans.planfile import plan_json_schema
+        from kvplan.plans.check.planfile import plan_json_schema
 
         schema = plan_json_schema()
     elif kind == "grid":
-        from kvplan.plans.sweep import grid_json_schema
+        from kvplan.plans.check.sweep import grid_json_schema
 
         schema = grid_json_schema()
     else:

@@ -7,10 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                cards_dirs, emit, handle_errors)
+                                DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit,
+                                handle_errors, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
-from kvplan.plans.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides, fit
 from kvplan.units import parse_bytes
 
 
@@ -26,18 +27,23 @@ def fit_command(
     model: Annotated[Optional[str], typer.Argument(
         help="Card name, Hugging Face repo id, card file or config.json (omit with --from-vllm).")] = None,
     hardware: Annotated[Optional[str], typer.Argument(help="Hardware card name or file.")] = None,
-    seq: Annotated[Optional[str], typer.Option("--max-model-len", "--seq", help="Tokens per request (list allowed); default 8k.")] = None,
+    seq: Annotated[Optional[str], typer.Option("--max-model-len", "--seq", help="Tokens per request (list allowed); default: the model's max context, as vLLM. "
+        f"{K_NOTE}.")] = None,
     batch: BatchOpt = "1",
     kv_dtype: Annotated[Optional[str], typer.Option(
         "--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp16, fp8, int8, int4, fp4, … (list allowed); default auto.")] = None,
-    tp: Annotated[Optional[str], typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed); default 1.")] = None,
-    pp: Annotated[Optional[int], typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size; default 1.")] = None,
+    tp: Annotated[Optional[str], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed); default 1.")] = None,
+    pp: Annotated[Optional[int], typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size; default 1.")] = None,
     engine: EngineOpt = "vllm",
     weights_dtype: Annotated[Optional[str], typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, mxfp4, fp4; default auto.")] = None,
+    quantization: QuantizationOpt = None,
+    dtype: DtypeOpt = None,
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(
         "--gpu-memory-utilization", "--mem-fraction-static",
         help="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction.")] = None,
     kv_cache_memory: Annotated[ByteOpt, typer.Option("--kv-cache-memory", help="Fix the KV budget per GPU (e.g. 11.12GiB).")] = None,
+    kv_cache_memory_bytes: Annotated[ByteOpt, typer.Option(
+        "--kv-cache-memory-bytes", help="vLLM's spelling: bytes per GPU, vLLM's integer rule (8G = 8 GiB, 8g = 8e9).")] = None,
     gpu_memory: Annotated[ByteOpt, typer.Option("--gpu-memory", help="Total GPU memory the runtime sees (overrides the card).")] = None,
     weights_memory: Annotated[ByteOpt, typer.Option("--weights-memory", help="Weights per GPU as the engine logged them.")] = None,
     activation_memory: Annotated[ByteOpt, typer.Option("--activation-memory", help="Activation peak as the engine logged it.")] = None,
@@ -57,6 +63,13 @@ def fit_command(
     cards: CardsOpt = None,
 ) -> None:
     """Does the KV cache fit? Blocks, tokens and max concurrency as the engine computes them."""
+    if kv_cache_memory is not None and kv_cache_memory_bytes is not None:
+        raise InputError("--kv-cache-memory and --kv-cache-memory-bytes both given", "keep one")
+    if kv_cache_memory_bytes is not None:
+        from kvplan.plans.sizing.vllm_cmdline import human_int
+
+        kv_cache_memory = f"{human_int(kv_cache_memory_bytes, '--kv-cache-memory-bytes')}B"
+    weights_dtype = resolve_weights_dtype(weights_dtype, quantization, dtype)
     given = {"seq": seq, "kv_dtype": kv_dtype, "tp": tp, "pp": pp, "weights_dtype": weights_dtype,
              "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_memory": kv_cache_memory,
              "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs, "block_size": block_size}
@@ -75,11 +88,11 @@ def fit_command(
         cudagraph_bytes=_bytes(cudagraph_memory), kv_cache_memory_bytes=_bytes(given["kv_cache_memory"]),
     )
     result = fit(
-        model, hardware, parse_ints(given["seq"] or "8k", "--max-model-len"), parse_ints(batch, "--batch"),
+        model, hardware, None if given["seq"] is None else parse_ints(given["seq"], "--max-model-len"), parse_ints(batch, "--batch"),
         parse_names(given["kv_dtype"] or "auto"), parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1,
         parse_names(engine), weights_dtype=given["weights_dtype"] or "auto",
         gpu_memory_utilization=given["gpu_memory_utilization"], block_size=given["block_size"],
-        max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"] or 256,
+        max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"],
         overrides=overrides, allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
     emit(result, fmt, output, explain)
@@ -87,8 +100,7 @@ def fit_command(
 
 def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: dict, cards: tuple):
     """Model, hardware and settings from a vLLM serve line; kvplan's own flags win where given."""
-    from kvplan.cards.loader import load_model
-    from kvplan.plans.vllm_cmdline import parse_vllm_serve
+    from kvplan.plans.sizing.vllm_cmdline import parse_vllm_serve
 
     if engine != "vllm":
         raise InputError(f"--from-vllm reads a vLLM command line; --engine {engine} does not apply", "drop --engine")
@@ -117,8 +129,6 @@ def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: 
             merged[key] = given[key]
         else:
             merged[key] = str(value) if key in ("seq", "tp", "kv_cache_memory") and value is not None else value
-    if merged["seq"] is None:  # vLLM's default max_model_len: the model's context
-        merged["seq"] = str(load_model(serve.model, cards).max_context)
     for note in serve.notes:
         typer.echo(f"Note: {note}", err=True)
     if serve.unknown:

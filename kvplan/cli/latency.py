@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
+from kvplan.cli.options import (EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
                                 emit, handle_errors)
 from kvplan.errors import InputError
-from kvplan.plans.calibrate import calibrate
-from kvplan.plans.latency import Speculation, latency
+from kvplan.plans.sizing.calibrate import calibrate
+from kvplan.plans.sizing.latency import Speculation, latency
 from kvplan.outputs import OutputSet, check_target
 from kvplan.units import parse_list, parse_tokens
 
@@ -20,7 +20,6 @@ HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.
 WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
 ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
     "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
-EngineOneOpt = Annotated[str, typer.Option("--engine", help="KV storage format: vllm, sglang, trtllm, hf or ideal.")]
 EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
                                     help="Expert-parallel ranks (data-parallel attention, tp 1).")]
 
@@ -86,7 +85,7 @@ def calibrate_command(
     hardware: HardwareArg,
     measurements: Annotated[Path, typer.Argument(
         help="CSV: batch, context, step_time_s (decode rows) and/or isl, ttft_s (prefill rows); optional tp.")],
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="TP of rows without a tp column.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="TP of rows without a tp column.")] = 1,
     ep: EPOpt = 1,
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV dtype of the measured runs.")] = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",

@@ -19,7 +19,7 @@ from typer.exceptions import TyperException
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.outputs import OutputSet
-from kvplan.report.render import FORMATS, render
+from kvplan.report.render import FORMATS, render, terminal_width
 from kvplan.result import Result
 from kvplan.textsafe import one_line
 
@@ -32,12 +32,68 @@ CardsOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--cards", help="Extra card directory (repeatable); also KVPLAN_CARDS_PATH."),
 ]
-SeqOpt = Annotated[str, typer.Option("--seq", "--max-model-len", help="Tokens per sequence; list: 4k,32k,128k (k=1024).")]
+# kvplan reads k as 1024 everywhere (32k = 32,768); vLLM's own parser (human_readable_int,
+# vllm/engine/arg_utils.py) reads 32k as 32,000 and 32K as 32,768, and fit --from-vllm follows vLLM.
+K_NOTE = "k=1024 (32k = 32,768); inside --from-vllm vLLM's rule applies: 32k = 32,000, 32K = 32,768"
+SeqOpt = Annotated[str, typer.Option("--seq", "--max-model-len", help=f"Tokens per sequence; list: 4k,32k,128k; {K_NOTE}.")]
 BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Concurrent sequences; list: 1,8,64.")]
 KVDtypeOpt = Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp16, fp8, int8, int4, fp4, … (list allowed).")]
-TPOpt = Annotated[str, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed).")]
-PPOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
-EngineOpt = Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal (list allowed).")]
+TPOpt = Annotated[str, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed).")]
+PPOpt = Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
+
+
+def engine_names(text: str | None) -> str | None:
+    """``--engine`` callback: each comma-separated name in its canonical spelling (vLLM, TRT-LLM, …).
+
+    Unknown names pass through unchanged, for the command to refuse with its Error/Hint pair.
+    """
+    if text is None:
+        return None
+    from kvplan.engines import canonical_engine
+
+    def one(name: str) -> str:
+        try:
+            return canonical_engine(name)
+        except KvplanError:
+            return name
+
+    return ",".join(one(name) for name in text.split(","))
+
+
+ENGINE_HELP = "vllm, sglang, trtllm (tensorrt-llm, trt-llm), hf or ideal; any case"
+EngineOpt = Annotated[str, typer.Option("--engine", callback=engine_names, help=f"{ENGINE_HELP} (list allowed).")]
+EngineOneOpt = Annotated[str, typer.Option("--engine", callback=engine_names, help=f"{ENGINE_HELP}.")]
+QuantizationOpt = Annotated[Optional[str], typer.Option(
+    "--quantization", "-q", help="vLLM's --quantization (fp8, awq, gptq, mxfp4, nvfp4, …): sets the weights dtype.")]
+DtypeOpt = Annotated[Optional[str], typer.Option(
+    "--dtype", help="vLLM's --dtype (auto, bfloat16, float16, half, float32): the weights dtype when not quantised.")]
+
+
+def resolve_weights_dtype(weights_dtype: str | None, quantization: str | None, dtype: str | None) -> str | None:
+    """``--weights-dtype`` if given, else what vLLM's ``--quantization``, else its ``--dtype``, implies.
+
+    None when none of them is given (the caller's default applies).
+    """
+    from kvplan.errors import InputError
+    from kvplan.plans.sizing.vllm_cmdline import DTYPES, QUANTIZATION
+
+    if weights_dtype not in (None, "auto"):
+        return weights_dtype
+    if quantization is not None:
+        mapped = QUANTIZATION.get(quantization.lower(), "unknown")
+        if mapped == "unknown":
+            raise InputError(f"--quantization '{quantization}' is not a vLLM quantization kvplan knows",
+                             f"one of: {', '.join(sorted(QUANTIZATION))}; or give --weights-dtype")
+        if mapped is None:
+            raise InputError(f"--quantization {quantization}: the bit width depends on the checkpoint",
+                             "give --weights-dtype (e.g. fp8 or int4), or the model's config.json")
+        return mapped
+    if dtype is not None:
+        mapped = DTYPES.get(dtype.lower())
+        if mapped is None:
+            raise InputError(f"--dtype '{dtype}' is not a vLLM dtype", "auto, bfloat16, float16, half, float32")
+        return None if mapped == "auto" else mapped
+    return weights_dtype
 BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
 EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
@@ -121,7 +177,7 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
          extra: OutputSet | None = None) -> None:
     """Render ``result`` and print or write it; exit 1 when the result answers 'no'."""
     fmt = output_format(fmt, output)
-    emit_text(render(result, fmt, explain=explain), output, extra)
+    emit_text(render(result, fmt, explain=explain, width=terminal_width() if output is None else None), output, extra)
     if fmt != "markdown":
         for note in result.assumptions:
             typer.echo(f"Note: {one_line(note, 2000)}", err=True)
@@ -135,7 +191,7 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):
     """The ``--eta-mem/--eta-flops/--step-overhead`` flags as latency Efficiencies (None = the card's)."""
-    from kvplan.plans.latency import Efficiencies
+    from kvplan.plans.sizing.latency import Efficiencies
     from kvplan.units import parse_seconds
 
     overhead = None if step_overhead is None else parse_seconds(step_overhead)

@@ -8,13 +8,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors, output_format
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
+                                StepOverheadOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
 from kvplan.cli.workload import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError
-from kvplan.plans.pd import PDSettings, plan_pd
-from kvplan.plans.pd_link import PLACEMENTS
-from kvplan.plans.pd_report import pd_hint
+from kvplan.plans.pd.plan import PDSettings, plan_pd
+from kvplan.plans.pd.link import PLACEMENTS
+from kvplan.plans.pd.report import pd_hint
 from kvplan.units import parse_bandwidth, parse_list, parse_seconds, parse_tokens
 
 
@@ -64,7 +65,7 @@ def pd_command(
     link_efficiency: Annotated[Optional[float], typer.Option(
         "--link-efficiency", help="Share of line rate reached (Mooncake RoCE: 0.87).")] = None,
     link_latency: Annotated[Optional[str], typer.Option("--link-latency", help="Fixed latency per transfer, e.g. 20us.")] = None,
-    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
+    engine: EngineOneOpt = "vllm",
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", "--kv-cache-dtype", help="KV dtype of both pools: auto, bf16, fp16, fp8, int8, int4, fp4.")] = "auto",
     weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, …")] = "auto",

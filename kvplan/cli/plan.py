@@ -7,13 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.latency import EngineOneOpt, HardwareArg, ModelArg, WeightsDtypeOpt
-from kvplan.cli.options import EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors, output_format
+from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
+                                StepOverheadOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
-from kvplan.plans.fleet import EngineSettings, Shape, parse_slo
-from kvplan.plans.plan import fleet_workload, plan, presentation
+from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
+from kvplan.plans.fleet.plan import fleet_workload, plan, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
 LengthOpt = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
@@ -49,8 +50,8 @@ def plan_command(
     rate_basis: Annotated[str, typer.Option("--rate-basis", help="A trace's rate: mean, or peak (busiest minute).")] = "mean",
     ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s'.")] = None,
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")] = None,
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", help="Pipeline stages per instance.")] = 1,
+    tp: Annotated[int, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance.")] = 1,
+    pp: Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline stages per instance.")] = 1,
     engine: EngineOneOpt = "vllm",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",

@@ -8,7 +8,7 @@ import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
                                 OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit, handle_errors)
-from kvplan.plans.size import size
+from kvplan.plans.sizing.size import size
 from kvplan.units import parse_list, parse_tokens
 
 

@@ -55,7 +55,7 @@ def sweep_command(
     cards: CardsOpt = None,
 ) -> None:
     """Evaluate size and fit (and decode latency) at every grid point, vectorised; one row per point."""
-    from kvplan.plans.sweep import load_grid, output_format, sweep, write_sweep
+    from kvplan.plans.check.sweep import load_grid, output_format, sweep, write_sweep
 
     output_format(output)  # refuse a bad path or a missing pyarrow before any work
     spec = load_grid(grid)

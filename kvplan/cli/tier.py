@@ -7,14 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (CardsOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, cards_dirs,
-                                efficiencies, emit, handle_errors, output_format)
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
+                                OutputOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
 from kvplan.outputs import OutputSet, check_target
 from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
 from kvplan.errors import InputError
-from kvplan.plans.tier_inputs import CapacityOverrides
-from kvplan.plans.tier_reuse import from_trace, from_workload, with_rag_documents
-from kvplan.plans.tiers import tier_plan
+from kvplan.plans.tiers.inputs import CapacityOverrides
+from kvplan.plans.tiers.reuse import from_trace, from_workload, with_rag_documents
+from kvplan.plans.tiers.plan import tier_plan
 from kvplan.report.tier_chart import hit_rate_chart
 from kvplan.report.tier_tables import presentation
 from kvplan.units import parse_bytes, parse_seconds, parse_tokens
@@ -55,10 +55,10 @@ def tier_command(
     nodes: Annotated[Optional[int], typer.Option("--nodes", help="Nodes (systems) in the fleet; default: fewest stable.")] = None,
     decode_batch: Annotated[Optional[float], typer.Option(
         "--decode-batch", help="Sequences decoding per instance (default: Little's law from the rate).")] = None,
-    tp: Annotated[Optional[int], typer.Option("--tp", "--tensor-parallel-size", help="GPUs per instance (default: a whole node).")] = None,
+    tp: Annotated[Optional[int], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="GPUs per instance (default: a whole node).")] = None,
     kv_dtype: KVDtypeOpt = "auto",
     weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, …")] = "auto",
-    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
+    engine: EngineOneOpt = "vllm",
     gpu_memory_utilization: Annotated[Optional[float], typer.Option(
         "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
     eta_flops: EtaFlopsOpt = None,

@@ -9,9 +9,9 @@ import typer
 
 from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, emit_text, handle_errors, output_format
 from kvplan.errors import InputError
-from kvplan.plans.workload import presentation, workload, workload_spec
+from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.outputs import OutputSet
-from kvplan.report.render import render
+from kvplan.report.render import render, terminal_width
 from kvplan.result import Result
 from kvplan.textsafe import one_line
 from kvplan.units import parse_list, parse_seconds, parse_tokens
@@ -87,6 +87,7 @@ def workload_command(
 def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | None, explain: bool,
                 extra: OutputSet | None = None) -> None:
     """Print or write several tables as one document; notes (e.g. skipped rows) go to stderr."""
-    emit_text("\n".join(render(table, fmt, explain=explain) for table in tables), output, extra)
+    width = terminal_width() if output is None else None
+    emit_text("\n".join(render(table, fmt, explain=explain, width=width) for table in tables), output, extra)
     for note in result.assumptions:
         typer.echo(f"Note: {one_line(note, 2000)}", err=True)

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.plans import metrics as registry
-from kvplan.plans.check import PlanCheck, check_plan
-from kvplan.plans.planfile import PlanFile, load_plan
+from kvplan.plans.check import metrics as registry
+from kvplan.plans.check.run import PlanCheck, check_plan
+from kvplan.plans.check.planfile import PlanFile, load_plan
 from kvplan.report.render import human
 from kvplan.units import format_bytes, format_tokens
 
@@ -293,9 +293,9 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
     """Decode step vs batch at the workload's context (or max_model_len / 2), when latency is importable."""
     import importlib.util
 
-    if importlib.util.find_spec("kvplan.plans.latency") is None:
+    if importlib.util.find_spec("kvplan.plans.sizing.latency") is None:
         return None
-    from kvplan.plans.latency import latency
+    from kvplan.plans.sizing.latency import latency
 
     card, e, plan = context.model_card, context.plan.engine, context.plan
     if plan.workload is not None and plan.workload.has_lengths:
@@ -318,7 +318,7 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
              "bound": r["bound"]} for r in result.rows]
     doc.charts.append(Chart(
         "latency_vs_batch.png", "Decode latency vs batch",
-        f"Roofline decode step at context {format_tokens(isl)} tokens (kvplan.plans.latency) and its physical floor; "
+        f"Roofline decode step at context {format_tokens(isl)} tokens (kvplan.plans.sizing.latency) and its physical floor; "
         f"the dotted line is about where the KV budget runs out at that context (~{limit:,.0f} sequences)."
         if limit else "Roofline decode step and its physical floor.",
         lambda p: _charts().latency_chart(p, [r["batch"] for r in rows], [r["decode_step_s"] for r in rows],

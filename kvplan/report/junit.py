@@ -15,7 +15,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from kvplan.plans.check import FAILED, PASSED, SKIPPED, CheckReport
+from kvplan.plans.check.run import FAILED, PASSED, SKIPPED, CheckReport
 from kvplan.textsafe import gha_data, gha_property, one_line
 
 _MARK = {PASSED: "PASS", FAILED: "FAIL", SKIPPED: "SKIP"}

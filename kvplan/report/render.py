@@ -85,24 +85,108 @@ def _numeric(result: Result, key: str) -> bool:
         result.rows[0].get(key), bool)
 
 
+def terminal_width() -> int:
+    """Columns of the terminal (``COLUMNS`` first, as ``shutil.get_terminal_size`` reads it; 80 otherwise)."""
+    import shutil
+
+    return max(shutil.get_terminal_size((80, 24)).columns, 20)
+
+
 def to_table(result: Result, *, explain: bool = False, width: int | None = None) -> str:
-    """A rich table rendered to text (no colour codes when written to a file or a pipe)."""
-    from rich.console import Console
+    """A rich table rendered to text (no colour codes), shaped to fit ``width`` columns.
+
+    ``width`` None: the table's natural width (files). When the table is wider than ``width``:
+    headers fold at their spaces; if the cells alone are still too wide, the table is transposed
+    (one column per row) when that fits, else printed as key/value records, one block per row.
+    """
+    from rich.cells import cell_len
+
+    cols = result.columns
+    heads = [header(c) for c in cols]
+    cells = [[human(c, row.get(c)) for c in cols] for row in result.rows]
+    cell_widths = [max([cell_len(r[i]) for r in cells] or [0]) for i in range(len(cols))]
+    natural = sum(max(cell_len(h), w) for h, w in zip(heads, cell_widths)) + 3 * len(cols) + 1
+    limit = width or natural
+    # narrowest a column may get: numbers stay whole; text (and every header) folds at its spaces
+    min_widths = [w if _numeric(result, c) else _longest_word([r[i] for r in cells])
+                  for i, (c, w) in enumerate(zip(cols, cell_widths))]
+    folded = sum(max(_longest_word([h]), m) for h, m in zip(heads, min_widths)) + 3 * len(cols) + 1
+    if natural <= limit or folded <= limit:
+        body = _rich_table(result, heads, cells, min_widths, min(limit, natural))
+    else:
+        key_width = max(cell_len(h) for h in heads)
+        row_widths = [max(cell_len(v) for v in r) for r in cells]
+        transposed = key_width + sum(row_widths) + 3 * (len(cells) + 1) + 1
+        if len(cells) <= 8 and transposed <= limit:
+            body = _transposed_table(result, heads, cells, transposed)
+        else:
+            body = _records(result, heads, cells, limit)
+    return body + _trailer(result, explain, limit)
+
+
+def _longest_word(texts: list[str]) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(word) for text in texts for word in text.split()), default=1)
+
+
+def _rich_table(result: Result, heads: list[str], cells: list[list[str]], min_widths: list[int], width: int) -> str:
     from rich.table import Table
 
     table = Table(title=result.title, title_justify="left", show_lines=False)
-    for c in result.columns:
-        table.add_column(header(c), justify="right" if _numeric(result, c) else "left", overflow="fold")
-    for row in result.rows:
-        table.add_row(*(human(c, row.get(c)) for c in result.columns))
+    for c, h, w in zip(result.columns, heads, min_widths):
+        table.add_column(h, justify="right" if _numeric(result, c) else "left", overflow="fold", min_width=w)
+    for row in cells:
+        table.add_row(*row)
+    return _print(table, width)
+
+
+def _transposed_table(result: Result, heads: list[str], cells: list[list[str]], width: int) -> str:
+    from rich.table import Table
+
+    table = Table(title=result.title, title_justify="left", show_lines=False)
+    table.add_column("", justify="left")
+    for i in range(len(cells)):
+        table.add_column(f"#{i + 1}" if len(cells) > 1 else "value", justify="right")
+    for j, h in enumerate(heads):
+        table.add_row(h, *(row[j] for row in cells))
+    return _print(table, width)
+
+
+def _records(result: Result, heads: list[str], cells: list[list[str]], width: int) -> str:
+    """One ``key  value`` block per row (the layout of ``psql -x``), folded to ``width``."""
+    import textwrap
+
+    key_width = min(max(len(h) for h in heads), width // 2)
+    lines = textwrap.wrap(result.title, width) or [""]
+    for i, row in enumerate(cells, 1):
+        lines.append(f"-- {i} of {len(cells)} " + "-" * max(0, width - len(f"-- {i} of {len(cells)} ") - 1))
+        for h, value in zip(heads, row):
+            wrapped = textwrap.wrap(value, max(width - key_width - 2, 10)) or [""]
+            lines.append(f"{h:<{key_width}}  {wrapped[0]}")
+            lines += [" " * (key_width + 2) + more for more in wrapped[1:]]
+    return "\n".join(lines) + "\n"
+
+
+def _print(renderable, width: int) -> str:
+    from rich.console import Console
+
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width or 200, force_terminal=False, color_system=None)
-    console.print(table)
-    if result.verdict:
-        console.print(f"Verdict: {result.verdict}", highlight=False)
-    if explain and result.explain:
-        console.print("\n".join(result.explain), highlight=False, markup=False)
+    console = Console(file=buffer, width=max(width, 20), force_terminal=False, color_system=None)
+    console.print(renderable)
     return buffer.getvalue()
+
+
+def _trailer(result: Result, explain: bool, width: int) -> str:
+    """The verdict and the --explain lines, folded at ``width``."""
+    import textwrap
+
+    lines = []
+    if result.verdict:
+        lines += textwrap.wrap(f"Verdict: {result.verdict}", max(width, 40), break_on_hyphens=False)
+    if explain and result.explain:
+        lines += result.explain
+    return "".join(line + "\n" for line in lines)
 
 
 def render(result: Result, fmt: str, *, explain: bool = False, width: int | None = None) -> str:

@@ -17,7 +17,7 @@ __all__ = ["SimConfig", "SimResult", "StepModel", "build_step_model", "simulate"
 
 
 def simulate_plan(plan, workload, requests: int | None = 10_000, seed: int = 0) -> SimResult:
-    """Replay ``workload`` through the fleet of a feasible ``FleetPlan`` (:mod:`kvplan.plans.fleet`).
+    """Replay ``workload`` through the fleet of a feasible ``FleetPlan`` (:mod:`kvplan.plans.fleet.aggregated`).
 
     Requests arriving in the first and last two mean residences (at the plan's figures) are
     simulated but not measured, at least 5% and at most 25% at each end: the fleet starts empty

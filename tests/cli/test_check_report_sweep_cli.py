@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kvplan.plans.fit import fit
+from kvplan.plans.sizing.fit import fit
 
 from ..conftest import ROOT, json_rows
 
@@ -126,7 +126,7 @@ def test_bad_plan_exits_2_and_writes_nothing(run, tmp_path, body, error, hint):
 
 
 def test_unknown_metric_hint_lists_every_metric(run, tmp_path):
-    from kvplan.plans.metrics import METRICS
+    from kvplan.plans.check.metrics import METRICS
 
     res = run("check", _plan(tmp_path, "assertions: [nope > 1]\n"))
     hint = res.stderr.strip().splitlines()[1]
@@ -373,7 +373,7 @@ def test_fit_from_vllm_errors(run, args, message):
 
 
 def test_check_json_equals_the_library(run):
-    from kvplan.plans.check import check
+    from kvplan.plans.check.run import check
 
     cli = json.loads(run("check", PASS, FAIL, "--format", "json").stdout)
     lib = check([PASS, FAIL]).to_result().rows

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from kvplan.cards.loader import load_hardware
-from kvplan.plans.calibrate import calibrate
-from kvplan.plans.latency import Efficiencies, Speculation, latency
+from kvplan.plans.sizing.calibrate import calibrate
+from kvplan.plans.sizing.latency import Efficiencies, Speculation, latency
 
 from ..conftest import DATA, json_rows
 

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from kvplan.plans.pd import PDSettings, plan_pd
+from kvplan.plans.pd.plan import PDSettings, plan_pd
 from kvplan.units import parse_seconds
 
 from ..conftest import DATA, json_rows

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from kvplan.plans.fleet import EngineSettings, Shape, parse_slo
-from kvplan.plans.plan import fleet_workload, plan
+from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
+from kvplan.plans.fleet.plan import fleet_workload, plan
 
 from ..conftest import DATA
 

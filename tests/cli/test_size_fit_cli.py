@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from kvplan.plans.fit import fit
-from kvplan.plans.size import size
+from kvplan.plans.sizing.fit import fit
+from kvplan.plans.sizing.size import size
 
 from ..conftest import DATA, ROOT, json_rows
 

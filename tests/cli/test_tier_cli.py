@@ -7,9 +7,9 @@ import json
 import pytest
 from numpy.testing import assert_allclose
 
-from kvplan.plans.tier_inputs import CapacityOverrides
-from kvplan.plans.tier_reuse import from_trace
-from kvplan.plans.tiers import tier_plan
+from kvplan.plans.tiers.inputs import CapacityOverrides
+from kvplan.plans.tiers.reuse import from_trace
+from kvplan.plans.tiers.plan import tier_plan
 
 from ..conftest import DATA, TRACES_DIR, json_rows
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 from numpy.testing import assert_allclose
 
-from kvplan.plans.workload import workload, workload_spec
+from kvplan.plans.fleet.workload import workload, workload_spec
 from kvplan.workload.synthetic import workload_from_flags
 
 from ..conftest import DATA, TRACES_DIR, json_rows
@@ -138,7 +138,7 @@ def test_flag_errors(invoke, args, message):
 
 
 def test_workload_command_does_not_import_pandas():
-    code = ("import sys; from kvplan.cli import app; import kvplan.plans.workload; "
+    code = ("import sys; from kvplan.cli import app; import kvplan.plans.fleet.workload; "
             "assert 'pandas' not in sys.modules, 'pandas imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

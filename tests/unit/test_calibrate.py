@@ -17,8 +17,8 @@ from numpy.testing import assert_allclose
 
 from kvplan.cards.loader import load_hardware
 from kvplan.errors import InputError
-from kvplan.plans.calibrate import calibrate, read_measurements
-from kvplan.plans.latency import Efficiencies, latency
+from kvplan.plans.sizing.calibrate import calibrate, read_measurements
+from kvplan.plans.sizing.latency import Efficiencies, latency
 
 from ..conftest import DATA
 

@@ -15,9 +15,9 @@ from kvplan.calc import tails
 from kvplan.calc.queueing import erlang_c, wait_quantile_s
 from kvplan.calc.roofline import decode_step
 from kvplan.errors import InputError
-from kvplan.plans.fleet import EngineSettings, FleetWorkload, Shape, parse_slo, plan_aggregated
-from kvplan.plans.fleet_model import LengthStats, Slo
-from kvplan.plans.plan import fleet_workload
+from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, parse_slo, plan_aggregated
+from kvplan.plans.fleet.model import LengthStats, Slo
+from kvplan.plans.fleet.plan import fleet_workload
 from kvplan.workload.traces import make_trace
 
 BRIEF_KEYS = ("instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "concurrency",

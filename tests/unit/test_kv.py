@@ -10,7 +10,7 @@ from kvplan.calc.kv import kv_layout
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
 from kvplan.errors import InputError
-from kvplan.plans.size import size
+from kvplan.plans.sizing.size import size
 
 GiB = 2**30
 

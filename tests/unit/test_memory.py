@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose
 from kvplan.calc.memory import kv_budget, weight_bytes
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile, sglang_mem_fraction_static
-from kvplan.plans.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides, fit
 
 GiB = 2**30
 MiB = 2**20

@@ -16,10 +16,10 @@ from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.cards.loader import load_hardware, load_model, load_system
 from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
-from kvplan.plans.latency import Efficiencies, resolve_machine
-from kvplan.plans.pd import PDSettings, plan_pd
-from kvplan.plans.pd_link import LinkOverride, Side, path_kind, resolve_link
-from kvplan.plans.pd_model import prefill_service_s, workload_from_inputs
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.plans.pd.plan import PDSettings, plan_pd
+from kvplan.plans.pd.link import LinkOverride, Side, path_kind, resolve_link
+from kvplan.plans.pd.model import prefill_service_s, workload_from_inputs
 
 GiB = 2**30
 KV_128K_LLAMA70B = 131_072 * 327_680  # 80 layers × 8 KV heads × (128 + 128) × 2 B per token

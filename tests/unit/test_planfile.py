@@ -9,12 +9,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from kvplan.errors import InputError
-from kvplan.plans import metrics as registry
-from kvplan.plans.check import FAILED, PASSED, SKIPPED, check
-from kvplan.plans.expr import evaluate, parse_assertion
-from kvplan.plans.fit import Overrides, fit
-from kvplan.plans.planfile import Plan, load_plan, plan_json_schema
-from kvplan.plans.vllm_cmdline import human_int, parse_vllm_serve
+from kvplan.plans.check import metrics as registry
+from kvplan.plans.check.run import FAILED, PASSED, SKIPPED, check
+from kvplan.plans.check.expr import evaluate, parse_assertion
+from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.check.planfile import Plan, load_plan, plan_json_schema
+from kvplan.plans.sizing.vllm_cmdline import human_int, parse_vllm_serve
 from kvplan.report.junit import github_annotations, junit_xml
 
 from ..conftest import ROOT
@@ -223,7 +223,7 @@ def test_fit_metrics_equal_the_fit_library():
 
 
 def test_latency_metrics_come_from_the_latency_library():
-    from kvplan.plans.latency import latency
+    from kvplan.plans.sizing.latency import latency
 
     plan = load_plan(PASS)
     produced = registry.evaluate(registry.PlanContext(plan.plan, plan.path.parent), ["ttft_s", "tpot_s"])

@@ -24,7 +24,7 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InputError, MissingFigureError
-from kvplan.plans.latency import Efficiencies, Speculation, latency
+from kvplan.plans.sizing.latency import Efficiencies, Speculation, latency
 
 VLLM = get_profile("vllm")
 

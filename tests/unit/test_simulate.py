@@ -25,9 +25,9 @@ from numpy.testing import assert_allclose
 from kvplan.calc.roofline import compute_dtype_for, decode_step, forward_pass, model_cost, prefill
 from kvplan.cards.loader import load_hardware, load_model
 from kvplan.engines import get_profile
-from kvplan.plans.fleet import Shape, parse_slo, plan_aggregated
-from kvplan.plans.latency import Efficiencies, resolve_machine
-from kvplan.plans.plan import fleet_workload
+from kvplan.plans.fleet.aggregated import Shape, parse_slo, plan_aggregated
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.plans.fleet.plan import fleet_workload
 from kvplan.sim import SimConfig, build_step_model, simulate, simulate_plan
 
 

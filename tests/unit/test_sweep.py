@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.plans.fit import fit
-from kvplan.plans.size import size
-from kvplan.plans.sweep import Grid, block_csv, block_frame, load_grid, sweep, write_sweep
+from kvplan.plans.sizing.fit import fit
+from kvplan.plans.sizing.size import size
+from kvplan.plans.check.sweep import Grid, block_csv, block_frame, load_grid, sweep, write_sweep
 
 FIT_KEYS = ["kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence",
             "kv_bytes_per_sequence_per_gpu", "kv_bytes_total", "kv_bytes_total_per_gpu", "weights_bytes_per_gpu",
@@ -104,7 +104,7 @@ def test_size_columns_agree_with_size(result):
 
 
 def test_latency_columns_agree_with_latency_library(result):
-    from kvplan.plans.latency import latency
+    from kvplan.plans.sizing.latency import latency
 
     rows = [r for r in rows_of(result) if r["engine"] == "vllm" and r["seq_len"] > 1]
     for row in random.Random(3).sample(rows, 8):

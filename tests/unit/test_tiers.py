@@ -16,11 +16,11 @@ from kvplan.calc.transfer import break_even_tokens, mooncake_min_bandwidth, tran
 from kvplan.cards.loader import load_hardware, load_model
 from kvplan.engines import get_profile
 from kvplan.errors import CardError, InfeasibleError, InputError
-from kvplan.plans.latency import Efficiencies, resolve_machine
-from kvplan.plans.tier_inputs import CapacityOverrides, read_tiers_file, resolve_tiers
-from kvplan.plans.tier_reuse import (from_trace, from_workload, request_hit_blocks, reuse_holding_blocks,
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.plans.tiers.inputs import CapacityOverrides, read_tiers_file, resolve_tiers
+from kvplan.plans.tiers.reuse import (from_trace, from_workload, request_hit_blocks, reuse_holding_blocks,
                                      with_rag_documents)
-from kvplan.plans.tiers import tier_plan
+from kvplan.plans.tiers.plan import tier_plan
 from kvplan.workload.reuse import simulate_lru
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace

@@ -22,7 +22,7 @@ from kvplan.cards.hf_import import card_dict_from_config
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import ModelCard
 from kvplan.engines import get_profile
-from kvplan.plans.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides, fit
 
 GiB = 2**30
 

@@ -66,8 +66,8 @@ def test_dry_run_writes_a_table_with_versions(gpu_decode, tmp_path):
 
 
 def test_roofline_fallback_without_the_latency_plan(gpu_decode, monkeypatch):
-    """Without kvplan.plans.latency the estimate is (weights − embedding + KV) / bandwidth."""
-    monkeypatch.setitem(sys.modules, "kvplan.plans.latency", None)
+    """Without kvplan.plans.sizing.latency the estimate is (weights − embedding + KV) / bandwidth."""
+    monkeypatch.setitem(sys.modules, "kvplan.plans.sizing.latency", None)
     card, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     estimate = gpu_decode.kvplan_estimate(card, hw, batch=4, context=2048)
     kv = 4 * 2048 * 131_072
@@ -76,9 +76,9 @@ def test_roofline_fallback_without_the_latency_plan(gpu_decode, monkeypatch):
 
 
 def test_latency_plan_estimate_is_used_when_present(gpu_decode):
-    pytest.importorskip("kvplan.plans.latency")
+    pytest.importorskip("kvplan.plans.sizing.latency")
     estimate = gpu_decode.kvplan_estimate(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), batch=1, context=1024)
-    assert estimate.method == "kvplan.plans.latency"
+    assert estimate.method == "kvplan.plans.sizing.latency"
     assert estimate.floor_s is not None and 0 < estimate.floor_s <= estimate.step_s
 
 

@@ -66,16 +66,28 @@ def _utilization(engine: str, hw_bytes: float, tp: int, pp: int, given: float | 
 
 
 def fit(
-    model: str | ModelCard, hardware: str | HardwareCard, seq: int | Sequence[int] = 8192,
+    model: str | ModelCard, hardware: str | HardwareCard, seq: int | Sequence[int] | None = None,
     batch: int | Sequence[int] = 1, kv_dtype: str | Sequence[str] = "auto", tp: int | Sequence[int] = 1,
     pp: int = 1, engine: str | Sequence[str] = "vllm", *, weights_dtype: str = "auto",
     gpu_memory_utilization: float | None = None, block_size: int | None = None,
-    max_num_batched_tokens: int | None = None, max_num_seqs: int = 256,
+    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
     overrides: Overrides = Overrides(), allow_long_context: bool = False, cards: tuple[Path, ...] = (),
 ) -> Result:
-    """Memory budget, blocks, tokens and concurrency for ``model`` on ``hardware`` (one GPU's view)."""
+    """Memory budget, blocks, tokens and concurrency for ``model`` on ``hardware`` (one GPU's view).
+
+    ``seq`` None: the model's maximum context, as vLLM defaults ``max_model_len`` to the
+    config's ``max_position_embeddings`` (vllm/config/model.py: ``_get_and_verify_max_len``).
+    ``max_num_seqs`` None: vLLM's default 256 for the profiling run, without the concurrency warning.
+    """
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
     hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
+    notes: list[str] = []
+    if seq is None:
+        seq = card.max_context
+        notes.append(f"max_model_len {card.max_context:,}: {card.name}'s maximum context, vLLM's default "
+                     "(pass --max-model-len to size a shorter one)")
+    seqs_given = max_num_seqs
+    max_num_seqs = 256 if max_num_seqs is None else max_num_seqs
     seqs, batches = as_list(seq), as_list(batch)
     check_positive("--max-model-len", seqs)
     check_positive("--batch", batches)
@@ -86,7 +98,7 @@ def fit(
         )
     gpu_bytes = overrides.gpu_memory_bytes or hw.hbm_capacity_bytes
     mnbt = max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-    rows, explain, notes = [], [], []
+    rows, explain = [], []
     if overrides.gpu_memory_bytes is None:
         notes.append(f"GPU memory {format_bytes(gpu_bytes)} from the {hw.name} card ({hw.hbm_capacity_basis} figure)")
     for dtype, t, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(engine)):
@@ -138,6 +150,13 @@ def fit(
                 "fits": bool(kv_bytes > 0 and concurrency >= b),
             })
             rows.append(row)
+    if seqs_given is not None:
+        short = [r for r in rows if r["max_concurrency"] < seqs_given]
+        if short:
+            r = min(short, key=lambda r: r["max_concurrency"])
+            notes.append(f"--max-num-seqs {seqs_given} exceeds the cache's max concurrency {r['max_concurrency']:.2f} "
+                         f"at max_model_len {r['seq_len']:,} (tp={r['tp']}, {r['kv_dtype']}): the engine cannot hold "
+                         "that many full-length sequences at once; requests queue or are preempted")
     failed = [r for r in rows if not r["fits"]]
     verdict = None
     if failed:

@@ -1,0 +1,254 @@
+"""Habits users bring from vLLM and other CLIs: defaults, spellings, terminal width, version, completion."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import ROOT, TRACES_DIR, json_rows
+
+TRACE = TRACES_DIR / "conversation_trace.jsonl"
+
+
+# --- fit's default max_model_len is the model's own maximum, as in vLLM -------------------------
+
+def test_fit_llama2_on_a100_defaults_to_the_models_context(invoke):
+    result = invoke("fit", "llama-2-7b", "a100-80gb")
+    assert result.exit_code == 0, result.stderr
+    assert "Note: max_model_len 4,096: llama-2-7b's maximum context, vLLM's default" in result.stderr
+    rows = json_rows(invoke("fit", "llama-2-7b", "a100-80gb", "--format", "json"))
+    # Llama-2's config.json: max_position_embeddings 4096
+    assert [r["seq_len"] for r in rows] == [4096]
+    assert rows[0]["fits"] is True
+
+
+def test_fit_default_context_is_each_models_own(invoke):
+    rows = json_rows(invoke("fit", "llama-3.1-8b", "h100-sxm", "--format", "json"))
+    assert rows[0]["seq_len"] == 131072  # Llama-3.1: max_position_embeddings 131072
+
+
+def test_explicit_max_model_len_has_no_default_note(invoke):
+    result = invoke("fit", "llama-2-7b", "a100-80gb", "--max-model-len", "2k")
+    assert result.exit_code == 0
+    assert "maximum context, vLLM's default" not in result.stderr
+
+
+# --- vLLM spellings ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("short", [["-tp", "8"], ["--tensor-parallel-size", "8"], ["--tp=8"]])
+def test_vllm_tp_spellings(invoke, short):
+    want = json_rows(invoke("size", "llama-3.1-70b", "--tp", "8", "--seq", "1k", "--format", "json"))
+    got = json_rows(invoke("size", "llama-3.1-70b", *short, "--seq", "1k", "--format", "json"))
+    assert got == want
+    assert got[0]["tp"] == 8
+    assert got[0]["kv_bytes_per_token_per_gpu"] == 80 * 2 * 1 * 128 * 2  # 80 layers, K+V, 8/8 KV heads, d=128, bf16
+
+
+@pytest.mark.parametrize("spelling,canonical", [
+    ("vLLM", "vllm"), ("VLLM", "vllm"), ("tensorrt-llm", "trtllm"), ("TensorRT-LLM", "trtllm"),
+    ("trt-llm", "trtllm"), ("SGLang", "sglang"),
+])
+def test_engine_names_any_case_and_aliases(invoke, spelling, canonical):
+    got = json_rows(invoke("size", "llama-3.1-8b", "--seq", "1000", "--engine", spelling, "--format", "json"))
+    want = json_rows(invoke("size", "llama-3.1-8b", "--seq", "1000", "--engine", canonical, "--format", "json"))
+    assert got == want
+    assert got[0]["engine"] == canonical
+
+
+def test_engine_alias_in_fit_and_latency(invoke):
+    got = json_rows(invoke("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "8k", "--engine", "TRT-LLM",
+                           "--format", "json"))
+    assert got[0]["engine"] == "trtllm"
+    assert got[0]["kv_cache_tokens"] % 32 == 0  # TensorRT-LLM's 32-token blocks
+    result = invoke("latency", "llama-3.1-8b", "h100-sxm", "--engine", "vLLM", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+
+
+def test_unknown_engine_still_refused_with_a_hint(invoke):
+    result = invoke("size", "llama-3.1-8b", "--engine", "tgi")
+    assert result.exit_code == 2
+    assert "Error: unknown engine 'tgi'" in result.stderr
+    assert "Hint: choose one of: vllm" in result.stderr
+
+
+@pytest.mark.parametrize("flags,weights_dtype", [
+    (["--quantization", "fp8"], "fp8"), (["-q", "awq"], "int4"), (["--quantization", "gptq"], "int4"),
+    (["--quantization", "mxfp4"], "mxfp4"), (["--dtype", "float16"], "fp16"), (["--dtype", "half"], "fp16"),
+    (["--dtype", "bfloat16", "--quantization", "fp8"], "fp8"),
+])
+def test_vllm_quantization_and_dtype_set_the_weights_dtype(invoke, flags, weights_dtype):
+    base = ("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "8k", "--format", "json")
+    got = json_rows(invoke(*base, *flags))
+    want = json_rows(invoke(*base, "--weights-dtype", weights_dtype))
+    assert got == want
+
+
+def test_fp8_quantization_halves_the_linear_weights(invoke):
+    base = ("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "8k", "--format", "json")
+    bf16 = json_rows(invoke(*base))[0]["weights_bytes_per_gpu"]
+    fp8 = json_rows(invoke(*base, "--quantization", "fp8"))[0]["weights_bytes_per_gpu"]
+    # P parameters, E of them in embed_tokens + lm_head (2 × 128256 × 4096), which stay 16-bit:
+    # bf16 = 2P, fp8 = (P − E) × 1 + E × 2 = bf16 / 2 + E (norms are ~0.0003% of P)
+    embed = 2 * 128256 * 4096
+    assert fp8 == pytest.approx(bf16 / 2 + embed, rel=1e-4)
+
+
+def test_unknown_quantization_is_refused(invoke):
+    result = invoke("fit", "llama-3.1-8b", "h100-sxm", "--quantization", "foo")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --quantization 'foo'")
+    assert "\nHint: " in result.stderr
+
+
+@pytest.mark.parametrize("vllm_value,kvplan_value", [("8G", "8GiB"), ("8g", "8GB"), ("1073741824", "1GiB")])
+def test_kv_cache_memory_bytes_reads_like_vllm(invoke, vllm_value, kvplan_value):
+    base = ("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "8k", "--format", "json")
+    got = json_rows(invoke(*base, "--kv-cache-memory-bytes", vllm_value))
+    want = json_rows(invoke(*base, "--kv-cache-memory", kvplan_value))
+    assert got == want
+
+
+def test_32k_is_32768_as_a_kvplan_flag_and_32000_in_a_vllm_line(invoke):
+    flag = json_rows(invoke("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "32k", "--format", "json"))
+    line = json_rows(invoke("fit", "--from-vllm", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32k",
+                            "h100-sxm", "--format", "json"))
+    upper = json_rows(invoke("fit", "--from-vllm", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32K",
+                             "h100-sxm", "--format", "json"))
+    assert flag[0]["seq_len"] == 32768
+    assert line[0]["seq_len"] == 32000  # vllm/engine/arg_utils.py: human_readable_int('32k') = 32 × 10**3
+    assert upper[0]["seq_len"] == 32768  # human_readable_int('32K') = 32 × 2**10
+
+
+def test_the_k_difference_is_documented_beside_the_flag(invoke):
+    for command in ("fit", "size"):
+        text = " ".join(invoke(command, "--help", terminal_width=200).stdout.split())
+        assert "k=1024 (32k = 32,768)" in text, command
+        assert "32k = 32,000" in text, command
+    readme = " ".join((ROOT / "README.md").read_text().replace("`", "").split())
+    assert "32k = 32,000" in readme
+
+
+def test_max_num_seqs_beyond_the_caches_concurrency_is_warned(invoke):
+    base = ("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "128k", "--format", "json")
+    result = invoke(*base, "--max-num-seqs", "512")
+    concurrency = json_rows(result)[0]["max_concurrency"]
+    assert 1 < concurrency < 512
+    assert f"Note: --max-num-seqs 512 exceeds the cache's max concurrency {concurrency:.2f}" in result.stderr
+    below = invoke(*base, "--max-num-seqs", "1")
+    assert "exceeds the cache's max concurrency" not in below.stderr
+    default = invoke(*base)
+    assert "exceeds the cache's max concurrency" not in default.stderr
+
+
+# --- terminal width -----------------------------------------------------------------------------
+
+NARROW_COMMANDS = {
+    "size": ["size", "llama-3.1-70b", "--seq", "4k,32k,128k", "--kv-dtype", "bf16,fp8", "--tp", "1,8"],
+    "size-one-row": ["size", "llama-3.1-70b"],
+    "fit": ["fit", "llama-3.1-70b", "h100-sxm", "--tp", "4,8", "--max-model-len", "8k,128k"],
+    "latency": ["latency", "llama-3.1-8b", "h100-sxm", "--batch", "1,8,64"],
+    "plan": ["plan", "llama-3.1-70b", "h100-sxm", "--tp", "8", "--qps", "400", "--isl", "256", "--osl", "512",
+             "--ttft", "p99<=2s", "--tpot", "p90<=50ms", "--max-num-seqs", "1024"],
+    "pd": ["pd", "llama-3.1-70b", "h100-sxm", "--system", "hgx-h100-8", "--trace", str(TRACE),
+           "--ttft", "p99<=10s", "--tpot", "p99<=100ms"],
+    "tier": ["tier", "llama-3.1-70b", "--system", "hgx-h100-8", "--trace", str(TRACE), "--dram-per-node", "1TB"],
+}
+
+
+@pytest.mark.parametrize("name", list(NARROW_COMMANDS))
+@pytest.mark.parametrize("columns", [80, 60])
+def test_tables_follow_the_terminal_width(invoke, name, columns):
+    result = invoke(*NARROW_COMMANDS[name], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) > 5
+    assert max(len(line) for line in lines) <= columns, name
+
+
+def test_wide_terminal_keeps_one_table(invoke):
+    args = NARROW_COMMANDS["size"]
+    wide = invoke(*args, env={"COLUMNS": "250"}).stdout
+    assert "┃ seq len ┃" in wide  # the header row of one table: every column side by side
+    assert len(wide.splitlines()) == 4 + 12 + 1  # title, top rule, header, rule, 12 rows, bottom rule
+    narrow = invoke(*args, env={"COLUMNS": "80"}).stdout
+    for value in ("131,072", "40.00 GiB", "5.00 GiB"):  # 128k × 320 KiB bf16, /8 at tp 8
+        assert value in wide and value in narrow
+
+
+def test_narrow_one_row_table_is_transposed_with_every_field(invoke):
+    out = invoke("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "8k", env={"COLUMNS": "80"}).stdout
+    for field in ("seq len", "num blocks", "kv cache tokens", "max concurrency", "fits"):
+        assert any(line.startswith(f"│ {field} ") for line in out.splitlines()), field
+
+
+def test_table_written_to_a_file_is_not_folded(invoke, tmp_path):
+    target = tmp_path / "size.txt"
+    result = invoke(*NARROW_COMMANDS["size"], "-o", target, env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    text = target.read_text()
+    assert "┃ seq len ┃" in text and max(len(line) for line in text.splitlines()) > 80
+
+
+def _commands():
+    from typer.main import get_command
+
+    from kvplan.cli import app
+
+    group = get_command(app)
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            yield from ((f"{name} {sub}".split(), c) for sub, c in command.commands.items())
+        else:
+            yield [name], command
+
+
+def test_help_shows_whole_option_names_at_80_columns(invoke):
+    count = 0
+    for words, command in _commands():
+        result = invoke(*words, "--help", terminal_width=80, env={"COLUMNS": "80"})
+        assert result.exit_code == 0, words
+        for param in command.params:
+            for opt in param.opts + param.secondary_opts:
+                if opt.startswith("-"):
+                    assert opt in result.stdout, f"{' '.join(words)}: {opt}"
+                    count += 1
+        assert max(len(line) for line in result.stdout.splitlines()) <= 80, words
+    assert count > 100
+
+
+# --- version and completion ---------------------------------------------------------------------
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+def test_version():
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    out = _run("--version")
+    assert out.returncode == 0
+    assert out.stdout == f"kvplan {version}\n"
+
+
+def test_show_completion_prints_a_bash_script():
+    out = _run("--show-completion", "bash")
+    assert out.returncode == 0, out.stderr
+    assert "_kvplan_completion()" in out.stdout
+    assert "_KVPLAN_COMPLETE=complete_bash" in out.stdout
+
+
+@pytest.mark.parametrize("words,cword,expected", [
+    ("kvplan fi", 1, {"fit"}),
+    ("kvplan s", 1, {"size", "schema", "sweep"}),
+    ("kvplan fit --max-mo", 2, {"--max-model-len"}),
+    ("kvplan size --tensor", 2, {"--tensor-parallel-size"}),
+])
+def test_bash_completion_completes_commands_and_options(words, cword, expected):
+    out = _run(env={"_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+    assert out.returncode == 0, out.stderr
+    assert set(out.stdout.split()) == expected
