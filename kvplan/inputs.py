@@ -37,13 +37,16 @@ JSON_MAX_INT_DIGITS = 30
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def check_file(path: str | Path, what: str, limit: int) -> int:
-    """Refuse anything but a regular file of at most ``limit`` bytes; returns its size."""
+def check_file(path: str | Path, what: str, limit: int, missing: str | None = None) -> int:
+    """Refuse anything but a regular file of at most ``limit`` bytes; returns its size.
+
+    ``missing``: the message for a path that does not exist ('{path}' is filled in).
+    """
     shown = one_line(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InputError(f"no {what} at '{shown}'", "check the path") from None
+        raise InputError((missing or f"no {what} at '{{path}}'").format(path=shown), "check the path") from None
     except OSError as exc:  # a symlink loop, a name too long, a permission problem
         raise InputError(f"cannot read {what} '{shown}': {exc.strerror}", "check the path") from None
     if stat.S_ISDIR(st.st_mode):
@@ -57,8 +60,8 @@ def check_file(path: str | Path, what: str, limit: int) -> int:
     return st.st_size
 
 
-def read_bytes(path: str | Path, what: str, limit: int) -> bytes:
-    check_file(path, what, limit)
+def read_bytes(path: str | Path, what: str, limit: int, missing: str | None = None) -> bytes:
+    check_file(path, what, limit, missing)
     try:
         with open(path, "rb") as handle:
             data = handle.read(limit + 1)
@@ -83,9 +86,9 @@ def decode(data: bytes, path: str | Path, what: str) -> str:
     return text
 
 
-def read_text(path: str | Path, what: str, limit: int = CARD_MAX_BYTES) -> str:
+def read_text(path: str | Path, what: str, limit: int = CARD_MAX_BYTES, missing: str | None = None) -> str:
     """A bounded UTF-8 text file."""
-    return decode(read_bytes(path, what, limit), path, what)
+    return decode(read_bytes(path, what, limit, missing), path, what)
 
 
 # --------------------------------------------------------------------------- YAML

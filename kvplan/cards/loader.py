@@ -158,7 +158,7 @@ def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
 
 
 def read_json(path: Path) -> dict:
-    data = load_json(read_text(path, "config.json", CONFIG_MAX_BYTES), path)
+    data = load_json(read_text(path, "config.json", CONFIG_MAX_BYTES, missing="no file at '{path}'"), path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a config.json must hold a JSON object", "pass a Hugging Face config.json")
     return data

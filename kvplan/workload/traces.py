@@ -211,7 +211,7 @@ def _read(path: Path, trace_format: str, mapping: dict | None, timestamp_unit: s
 def _open(path: Path):
     from kvplan.inputs import TRACE_MAX_BYTES, check_file
 
-    check_file(path, "trace", TRACE_MAX_BYTES)  # a regular file (not /dev/zero or a FIFO), at most the cap
+    check_file(path, "trace", TRACE_MAX_BYTES, missing="trace '{path}' not found")  # a regular file (not /dev/zero or a FIFO), at most the cap
     try:
         return open(path, encoding="utf-8-sig", newline="")
     except FileNotFoundError:

@@ -110,7 +110,7 @@ def read_measurements(path: Path, default_tp: int = 1) -> list[Measurement]:
     path = Path(path)
     from kvplan.inputs import TABLE_MAX_BYTES, read_text
 
-    text = read_text(path, "measurements CSV", TABLE_MAX_BYTES)
+    text = read_text(path, "measurements CSV", TABLE_MAX_BYTES, missing="no file at '{path}'")
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or []) if h is not None]
     reader.fieldnames = header
