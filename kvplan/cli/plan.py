@@ -65,7 +65,7 @@ def plan_command(
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
-    simulate: Annotated[bool, typer.Option("--simulate", help="Check the closed form by simulating the planned fleet.")] = False,
+    simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
     sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate (default: the whole trace, or 10000).")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed for sampled workloads.")] = 0,

@@ -197,10 +197,15 @@ def test_kv_capacity_binds_a_small_pool():
     assert p.below.failures == ["slots"] and p.batch_per_instance == p.figures.batch_kv
 
 
-def test_long_contexts_stop_at_the_feedback_margin():
-    # each extra 34k-token sequence adds 1.65 ms of KV reads to every step: the batch feeds back on itself
+def test_long_contexts_are_bound_by_the_kv_pool_not_an_internal_limit():
+    # 32k + 2k tokens: a sequence holds 34,816 × 131,072 B (32 layers × 8 KV heads × (128 + 128) × 2 B) of KV;
+    # each one adds 1.65 ms of KV reads to every step, so the batch feeds back on itself (loop gain above 0.5),
+    # which is physics, not a constraint: the KV pool's 13 sequences bind, and N − 1 says by how much
     p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(1, "32k", "2k"), [parse_slo("ttft", "p99<=30s")])
-    assert p.feasible and p.binding_constraint == "batch_feedback" and p.point.gain <= 0.5 < p.below.gain
+    assert p.feasible and p.binding_constraint == "kv_capacity"
+    assert p.batch_per_instance == p.figures.batch_kv == int(p.figures.pool_bytes_per_gpu // (34_816 * 131_072)) == 13
+    assert p.below.failures == ["slots"] and p.below.batch_mean > 13
+    assert p.row()["binding_detail"].startswith(f"at N − 1 = {p.instances - 1} instances: the KV pool holds 13 ")
 
 
 def test_max_num_seqs_binds_short_requests():
@@ -218,7 +223,7 @@ def test_unattainable_tpot_is_infeasible_with_the_best_value():
 
 def test_weights_that_do_not_fit_are_infeasible():
     p = plan_aggregated("llama-3.1-70b", "h100-sxm", flags(1, "1k", "100"), SLOS, Shape(tp=1))
-    assert not p.feasible and p.binding_constraint == "kv_capacity" and "no KV memory" in p.reason
+    assert not p.feasible and p.binding_constraint == "memory" and "no KV memory" in p.reason
 
 
 def test_gpu_budget():

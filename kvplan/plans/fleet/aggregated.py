@@ -3,9 +3,10 @@
 For one instance shape (``tp × pp`` GPUs, one engine with continuous batching and chunked
 prefill) :func:`plan_aggregated` finds the fewest instances N that hold the workload's KV, meet
 the TTFT and TPOT percentile SLOs and keep every queue stable, and says which constraint binds
-(what fails at N − 1): ``kv_capacity``, ``max_num_seqs``, ``tpot_slo`` (they cap the batch and so
-the decode slots), ``ttft_slo``, ``prefill_compute``, or ``utilization`` (no TTFT SLO given: queues
-kept at or below ``max_utilization``). The model and its approximations are in
+(what fails at N − 1, with its numbers: :mod:`kvplan.plans.fleet.binding`): a user SLO
+(``ttft_slo``, ``tpot_slo``) or an engine resource (``kv_capacity``, ``max_num_seqs``,
+``max_num_batched_tokens``, ``memory``), or ``utilization`` when no TTFT SLO is given (queues kept
+at or below ``max_utilization``). The model and its approximations are in
 :mod:`kvplan.plans.fleet.model`; :mod:`kvplan.sim` checks them by simulation.
 
 A plan is infeasible (``FleetPlan.feasible`` false, the CLI exits 1) when no N can meet it — a
@@ -32,6 +33,7 @@ from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InputError
 from kvplan.plans.fleet import model as fm
+from kvplan.plans.fleet.binding import binding, binding_detail
 from kvplan.plans.fleet.model import STATS, FleetModel, LengthStats, Point, Slo
 from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 from kvplan.units import format_bytes, format_seconds, parse_seconds
@@ -39,7 +41,6 @@ from kvplan.workload.summary import rate_buckets
 from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace
 
-BINDING = ("kv_capacity", "max_num_seqs", "chunk_budget", "tpot_slo", "ttft_slo", "prefill_compute", "utilization")
 DEFAULT_SAMPLE = 100_000
 _SLO_TEXT = re.compile(r"^\s*(p\d{1,2}(?:\.\d+)?|mean)\s*<=\s*(\S+)\s*$", re.IGNORECASE)
 
@@ -197,6 +198,9 @@ class FleetPlan:
     ttft: dict = field(default_factory=dict)
     tpot: dict = field(default_factory=dict)
     explain: list[str] = field(default_factory=list)
+    sized_by: str = "closed_form"           # or "replay": sized (and checked) by its replay (kvplan.plans.fleet.replay)
+    closed_form_instances: int | None = None
+    binding_note: str | None = None         # the N − 1 numbers when the replay, not the closed form, binds
     assumptions: list[str] = field(default_factory=list)
     setup: dict = field(default_factory=dict, repr=False)  # cost, machine, layout: for the simulator
 
@@ -238,6 +242,9 @@ class FleetPlan:
             "interference_share": _num(p.rho_interference) if p is not None else None,
             "ttft_slo": _slo_text(self.slos.get("ttft")), "tpot_slo": _slo_text(self.slos.get("tpot")),
             "binding_constraint": self.binding_constraint, "feasible": self.feasible, "reason": self.reason,
+            "binding_detail": binding_detail(self), "sized_by": self.sized_by,
+            "closed_form_instances": self.closed_form_instances if self.closed_form_instances is not None
+            else self.instances,
         })
         return row
 
@@ -283,7 +290,7 @@ def plan_aggregated(
     model = FleetModel(figures, workload.lengths, workload.rate_per_s, workload.arrival_scv, slos, max_utilization)
     plan = FleetPlan(model=card.name, hardware=hw.name, shape=shape, engine=engine, rate_per_s=workload.rate_per_s,
                      slos=slos, feasible=True, binding_constraint="none", figures=figures,
-                     setup={"cost": cost, "machine": machine, "layout": layout, "fit_row": fit_row,
+                     setup={"model": model, "hardware": hw, "cost": cost, "machine": machine, "layout": layout, "fit_row": fit_row,
                             "context_mean": workload.lengths.context_mean, "context_p99": workload.lengths.context_p99,
                             "decode_context": workload.lengths.decode_context})
     plan.assumptions = list(dict.fromkeys([*fitted.assumptions, *notes, *_notes(card, workload, shape, engine, slos,
@@ -316,8 +323,9 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, fit_row, max_
     best_ttft, best_tpot = model.best_alone()
     plan.ttft, plan.tpot = best_ttft, best_tpot
     if fit_row["kv_cache_memory_bytes"] <= 0 or f.batch_kv < 1:
-        plan.feasible, plan.binding_constraint = False, "kv_capacity"
-        if fit_row["kv_cache_memory_bytes"] <= 0:
+        no_memory = fit_row["kv_cache_memory_bytes"] <= 0
+        plan.feasible, plan.binding_constraint = False, "memory" if no_memory else "kv_capacity"
+        if no_memory:
             plan.reason = (f"no KV memory: weights ({format_bytes(fit_row['weights_bytes_per_gpu'])} per GPU) and "
                            f"reserves fill {hw.name} at tp={plan.shape.tp}, pp={plan.shape.pp}")
         else:
@@ -347,23 +355,13 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, fit_row, max_
         return
     plan.point, plan.below, plan.instances = point, below, point.instances
     plan.ttft, plan.tpot = point.ttft, point.tpot
-    plan.binding_constraint = _binding(below, f, plan.engine) if below is not None else "none"
+    plan.binding_constraint = binding(below, f, plan.engine, plan.slos) if below is not None else "none"
     plan.memory = _memory(plan, fit_row, hw)
     if max_gpus is not None and plan.total_gpus > max_gpus:
         plan.feasible = False
         plan.reason = (f"needs {plan.total_gpus:,} GPUs ({plan.instances:,} instances × {plan.shape.gpus}), more than "
                        f"--max-gpus {max_gpus:,} (binding: {plan.binding_constraint})")
         plan.hint = "raise --max-gpus, relax the SLOs, or lower the rate"
-
-
-def _binding(below: Point, f: fm.InstanceFigures, engine: EngineSettings) -> str:
-    """What fails at one instance fewer; for unstable decode slots, whatever capped the batch."""
-    reason = below.failures[0]
-    if reason != "slots":
-        return reason
-    caps = {"tpot_slo": below.batch_tpot if below.batch_tpot < f.batch_cap else math.inf,
-            "kv_capacity": f.batch_kv, "max_num_seqs": engine.max_num_seqs, "chunk_budget": engine.chunk_tokens // 2}
-    return min(caps, key=lambda k: (caps[k], BINDING.index(k)))
 
 
 def _memory(plan: FleetPlan, fit_row: dict, hw: HardwareCard) -> dict:
@@ -463,7 +461,8 @@ def _explain(plan: FleetPlan, workload: FleetWorkload, fit_row: dict) -> list[st
     if plan.below is not None:
         b = plan.below
         failed = ", ".join(b.failures)
-        lines.append(f"at N − 1 = {b.instances:,}: fails {failed} → binding: {plan.binding_constraint}")
+        lines.append(f"at N − 1 = {b.instances:,}: fails {failed} → binding: {plan.binding_constraint} "
+                     f"({binding_detail(plan)})")
     else:
         lines.append("one instance meets every constraint → binding: none")
     if not plan.feasible:

@@ -31,7 +31,17 @@ with that mean and variance; the distribution is the mixture over the workload's
 OSL >= 2, as benchmarks count TPOT), and its percentiles come by bisection.
 
 Occupancy (Little's law): B̄ = λ_i × E[slot residence], residence R = S + n·m, solved as a fixed
-point (B̄ enters t, S and X). Concurrency = λ × E[time in system] = λ (E[TTFT] + E[n]·m).
+point (B̄ enters t, S and X) by iterating from an empty instance, which converges to the smallest
+fixed point; none below the batch cap B_max (the engine's limits: the KV pool, ``max_num_seqs``,
+``max_num_batched_tokens`` / 2, and the largest batch whose TPOT meets the SLO) means the decode
+slots cannot keep up (``slots``), as does a slot utilisation λ·E[R] / (N·B_max) >= 1. The loop gain
+g = dB̄_next/dB̄ is reported, not limited: a batch that feeds back on itself (each sequence
+lengthens every step) is physics, and its limits are those caps and the SLOs. Concurrency =
+λ × E[time in system] = λ (E[TTFT] + E[n]·m).
+
+Every figure here decreases (or stays) as N grows at a fixed λ, and grows with λ at a fixed N, so
+the fewest N that meets every constraint never falls as the load rises; :meth:`FleetModel.search`
+finds it by doubling then bisection.
 
 Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / :mod:`kvplan.calc.tails`):
     decode slots: c = N × B_max servers, service R (cs² of S + n·m over the workload), arrivals ca²;
@@ -69,7 +79,6 @@ QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 RESIDUAL_POINTS = 16  # equally likely points of the residual step an arrival waits for
-MAX_GAIN = 0.5  # occupancy loop gain allowed: step-time errors amplified at most 1/(1 − g) = 2×
 
 
 def _points(values: np.ndarray, k: int = QUANTILE_POINTS) -> np.ndarray:
@@ -417,8 +426,6 @@ class FleetModel:
             slo = self.slos.get(kind)
             if slo is not None and not values.get(slo.stat, math.inf) <= slo.limit_s * (1 + 1e-12):
                 point.failures.append(f"{kind}_slo")
-        if not point.gain <= MAX_GAIN:
-            point.failures.append("batch_feedback")
         if "ttft" not in self.slos and max(point.slot_utilization, point.prefill_utilization) > self.max_utilization:
             point.failures.append("utilization")
 

@@ -38,11 +38,11 @@ BINDING_TEXT = {
     "none": "none: one instance meets every constraint",
     "kv_capacity": "KV capacity (the batch an instance's KV pool holds)",
     "max_num_seqs": "max_num_seqs (the engine's batch cap)",
-    "chunk_budget": "the token budget per step (max_num_batched_tokens / 2 caps the batch)",
+    "max_num_batched_tokens": "the token budget per step (max_num_batched_tokens / 2 caps the batch)",
     "tpot_slo": "TPOT SLO (the batch whose step time meets it)",
     "ttft_slo": "TTFT SLO (prefill queueing)",
-    "prefill_compute": "prefill compute (prompts saturate the instances)",
-    "batch_feedback": "batch feedback (occupancy loop gain above 0.5: too close to the knee)",
+    "memory": "memory (weights and reserves leave no KV on the instance)",
+    "link": "a transfer link",
     "utilization": "queue utilisation above the ceiling (no TTFT SLO)",
     "instances": "instance count limit",
 }
@@ -94,13 +94,15 @@ def _length(text: str) -> str:
 
 def plan(
     model, hardware, workload: FleetWorkload, slos: Sequence[Slo] = (), shape: Shape = Shape(),
-    engine: EngineSettings = EngineSettings(), *, scale: Sequence[float] = (2, 5, 10), simulate: bool = False,
+    engine: EngineSettings = EngineSettings(), *, scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False,
     sim_requests: int | None = None, seed: int = 0, max_gpus: int | None = None, max_utilization: float = 0.9,
     allow_long_context: bool = False, cards: tuple[Path, ...] = (),
 ) -> Result:
     """The fleet for ``workload`` (one ``kind: plan`` row), a re-plan per rate multiplier, and optionally a simulation.
 
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
+    ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
+    so for a trace workload only.
     """
     card = load_model(model, cards) if not hasattr(model, "layer_groups") else model
     hw = load_hardware(hardware, cards) if not hasattr(hardware, "hbm_capacity_bytes") else hardware
@@ -115,15 +117,15 @@ def plan(
     row = {"kind": "plan", **main.row()}
     notes = list(main.assumptions)
     explain = list(main.explain)
+    if simulate is None:
+        simulate = workload.trace is not None
     if simulate:
         if main.instances is None:
             notes.append("simulation skipped: no fleet to simulate")
         else:
-            from kvplan.sim import simulate_plan
-
-            sim = simulate_plan(main, workload, sim_requests, seed)
-            row.update(sim.stats())
-            explain += _sim_explain(main, sim)
+            sim = _size_by_replay(main, workload, sim_requests, seed, max_gpus)
+            row = {"kind": "plan", **main.row(), **sim.stats()}
+            explain = list(main.explain) + _sim_explain(main, sim)
             source = "the trace" if workload.trace is not None else f"sampled, seed {seed}"
             notes.append(f"simulation: {sim.requests:,} requests ({source})"
                          f", {sim.measured:,} measured (warm-up and drain left out); {sim.steps:,} steps ({sim.mixed_steps:,} with prefill) "
@@ -132,7 +134,10 @@ def plan(
                 notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
     rows = [row]
     for multiplier in scale:
-        scaled = plan_aggregated(card, hw, workload.scaled(multiplier), list(slos), shape, engine, **kwargs)
+        scaled_workload = workload.scaled(multiplier)
+        scaled = plan_aggregated(card, hw, scaled_workload, list(slos), shape, engine, **kwargs)
+        if simulate and scaled.instances is not None:
+            _size_by_replay(scaled, scaled_workload, sim_requests, seed, max_gpus)
         rows.append(_scale_row(multiplier, scaled))
     verdict = None if main.feasible else f"infeasible: {main.reason}"
     title = (f"Fleet plan: {card.name} on {hw.name}, tp={shape.tp}" + (f" pp={shape.pp}" if shape.pp > 1 else "")
@@ -141,9 +146,66 @@ def plan(
                   verdict=verdict, failed=not main.feasible)
 
 
+def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed: int, max_gpus):
+    """Grow ``main`` (in place) until its replay meets every SLO; infeasible with both figures if none does."""
+    from kvplan.plans.fleet.aggregated import _explain, _memory
+    from kvplan.plans.fleet.replay import at_instances, broken_slo, replay_until_met
+
+    gpus = main.shape.gpus
+    limit = max_gpus // gpus if max_gpus is not None else None
+    n0 = main.instances
+    closed = {"ttft": dict(main.ttft), "tpot": dict(main.tpot)}
+    outcome = replay_until_met(main, workload, sim_requests, seed, limit)
+    main.closed_form_instances, main.sized_by = n0, "replay"
+    first_broken = outcome.trail[0][1]
+    if outcome.instances is None:
+        tried = max(n for n, _ in outcome.trail)
+        kind = _kind(first_broken)
+        slo = main.slos.get(kind)
+        figure = (f" (closed form {format_seconds(closed[kind].get(slo.stat))})" if slo is not None else "")
+        grown = at_instances(main, tried)
+        main.instances, main.point, main.ttft, main.tpot = tried, grown.point, grown.ttft, grown.tpot
+        main.memory = _memory(main, main.setup["fit_row"], main.setup["hardware"])
+        main.feasible, main.sized_by = False, "replay"
+        main.binding_constraint = f"{kind}_slo" if slo is not None else "kv_capacity"
+        main.reason = (f"the plan's own replay breaks the SLO: at {n0:,} instances (the closed form's fleet) "
+                       f"{first_broken}{figure}; at {tried:,} instances still {outcome.failure}")
+        main.binding_note = main.reason
+        main.hint = ("relax the SLO, lower --chunk-size (shorter prefill chunks interrupt decoding less), or raise "
+                     "--max-gpus" if limit is not None else "relax the SLO or lower --chunk-size")
+        return outcome.sim
+    n = outcome.instances
+    if n > n0:
+        grown = at_instances(main, n)
+        main.instances, main.point, main.ttft, main.tpot = n, grown.point, grown.ttft, grown.tpot
+        main.below = main.setup["model"].evaluate(n - 1)
+        broken = broken_slo(outcome.below_sim, main.slos) if outcome.below_sim is not None else first_broken
+        kind = _kind(broken)
+        main.binding_constraint = f"{kind}_slo" if kind in main.slos else "kv_capacity"
+        slo = main.slos.get(kind)
+        closed_below = main.below.ttft if kind == "ttft" else main.below.tpot
+        figure = f" (closed form {format_seconds(closed_below.get(slo.stat))})" if slo is not None else ""
+        main.binding_note = (f"at N − 1 = {n - 1:,} instances the replay gives {broken}{figure}; the closed form "
+                             f"alone would plan {n0:,}")
+        main.memory = _memory(main, main.setup["fit_row"], main.setup["hardware"])
+        main.explain = _explain(main, workload, main.setup["fit_row"]) + [f"replay: the closed form's {n0:,} instances break the SLO in the replay "
+                                       f"({first_broken}); tried " + ", ".join(
+                                           f"{k:,} ({'meets' if b is None else b})" for k, b in outcome.trail)
+                                       + f" → {n:,} instances"]
+        if max_gpus is not None and main.total_gpus > max_gpus:
+            main.feasible = False
+            main.reason = f"needs {main.total_gpus:,} GPUs by its replay, more than --max-gpus {max_gpus:,}"
+    return outcome.sim
+
+
+def _kind(broken: str) -> str | None:
+    """'TTFT p99 …' → 'ttft', 'TPOT …' → 'tpot', a KV rejection → None."""
+    return broken[:4].lower() if broken[:4] in ("TTFT", "TPOT") else None
+
+
 def _scale_row(multiplier: float, p: FleetPlan) -> dict:
     row = p.row()
-    keep = ["rate_per_s", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "batch_mean",
+    keep = ["rate_per_s", "sized_by", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "batch_mean",
             "concurrency", "kv_demand_mean_bytes", *(f"{k}_{s}_s" for k in ("ttft", "tpot") for s in ("p50", "p90", "p99")),
             "binding_constraint", "feasible", "reason"]
     return {"kind": "scale", "rate_multiplier": multiplier, **{k: row.get(k) for k in keep}}
@@ -196,7 +258,8 @@ def presentation(result: Result) -> list[Result]:
         items.append((f"{kind.upper()} mean / p50 / p90 / p99" + (f" (SLO {row[f'{kind}_slo']})" if row[f"{kind}_slo"] else ""),
                       " / ".join(format_seconds(row[f"{kind}_{s}_s"]) if row[f"{kind}_{s}_s"] is not None else "—"
                                  for s in ("mean", "p50", "p90", "p99"))))
-    items.append(("binding constraint", BINDING_TEXT.get(row["binding_constraint"], row["binding_constraint"])))
+    binding = BINDING_TEXT.get(row["binding_constraint"], row["binding_constraint"])
+    items.append(("binding constraint", binding + (f"; {row['binding_detail']}" if row.get("binding_detail") else "")))
     items.append(("feasible", "yes" if row["feasible"] else f"no: {row['reason']}"))
     tables = [Result(title=result.title, rows=[{"quantity": k, "value": v} for k, v in items],
                      columns=["quantity", "value"], explain=result.explain, assumptions=result.assumptions)]

@@ -32,6 +32,7 @@ ROW_KEYS = [
 NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "decode KV capacity",
          "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
          "kv_capacity": "KV capacity", "prefill_compute": "prefill compute", "chunk_budget": "chunk budget",
+         "max_num_batched_tokens": "max_num_batched_tokens", "memory": "memory",
          "utilization": "utilisation", "none": "none"}
 
 
