@@ -4,7 +4,7 @@ Grid: 5 models × 2 GPUs × 100 seq × 100 batch × 2 KV dtypes × 5 tp = 1,000,
 (model, tp) combinations are skipped by the engines' divisibility rules; the figures count
 the points evaluated). Three measurements:
 
-- evaluation: ``kvplan.plans.sweep.sweep`` (size + fit + decode-latency columns for every point),
+- evaluation: ``kvplan.plans.check.sweep.sweep`` (size + fit + decode-latency columns for every point),
   with and without the latency columns;
 - the whole command in a fresh process (``python -m kvplan sweep GRID -o out.csv``): start-up,
   evaluation and writing the CSV;

@@ -12,7 +12,7 @@ own weights and its own K/V tensors, so one step streams the card's weights and 
 from HBM. The step is captured in a CUDA graph (``--no-cuda-graph`` runs it eagerly) and timed
 with CUDA events; the median of ``--reps`` replays is reported.
 
-kvplan's figure is ``kvplan.plans.latency.latency(...)["decode_step_s"]`` (and its physical
+kvplan's figure is ``kvplan.plans.sizing.latency.latency(...)["decode_step_s"]`` (and its physical
 ``floor_decode_step_s``) for the GPU's hardware card; where that module is missing, the
 roofline floor ``(weight bytes + KV bytes) / card bandwidth`` is used instead and the table says
 so. Grouped-query attention runs as one SDPA call per layer with the query heads of a KV group

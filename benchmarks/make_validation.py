@@ -142,7 +142,7 @@ def engine_logs_section() -> tuple[str, Tally]:
     """(c): each logged figure recomputed with kvplan from the public inputs."""
     lines = [HEADINGS["engine_logs"], "",
              "Public inputs (model, GPU, tp, utilisation, and the memory terms the log prints, passed as "
-             "`Overrides`) go through `kvplan.plans.fit.fit` or `kv_layout` bytes per token; the logged figure "
+             "`Overrides`) go through `kvplan.plans.sizing.fit.fit` or `kv_layout` bytes per token; the logged figure "
              "comes out. Tolerance is the log's own rounding carried through the arithmetic.", "",
              "| Log | Engine | Inputs | Quantity | Logged | kvplan | Error | Tolerance | Agreement |",
              "|---|---|---|---|---:|---:|---:|---|---|"]

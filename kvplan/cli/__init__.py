@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("kvplan.cli.plan", "plan_command"),
     "pd": ("kvplan.cli.pd", "pd_command"),
     "tier": ("kvplan.cli.tier", "tier_command"),
+    "route": ("kvplan.cli.route", "route_command"),
     "check": ("kvplan.cli.check", "check_command"),
     "schema": ("kvplan.cli.check", "schema_command"),
     "report": ("kvplan.cli.report", "report_command"),

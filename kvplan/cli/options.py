@@ -97,6 +97,8 @@ def resolve_weights_dtype(weights_dtype: str | None, quantization: str | None, d
 BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
 EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
+SystemOpt = Annotated[Optional[str], typer.Option(
+    "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]
 StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
 

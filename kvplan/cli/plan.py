@@ -9,7 +9,7 @@ import typer
 
 from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                StepOverheadOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
+                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
@@ -35,6 +35,7 @@ def _float_list(text: str) -> list[float]:
 def plan_command(
     model: ModelArg,
     hardware: HardwareArg,
+    system: SystemOpt = None,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file: Azure CSV, Mooncake JSONL, or a CSV with --columns.")] = None,
     qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s (with --trace: rescale it to this rate).")] = None,
     isl: Annotated[Optional[str], typer.Option("--isl", help=f"Prompt tokens: {LengthOpt}.")] = None,
@@ -88,7 +89,8 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     result = plan(model, hardware, workload, slos, Shape(tp, pp), settings, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
-                  max_utilization=max_utilization, allow_long_context=allow_long_context, cards=cards_dirs(cards))
+                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
+                  cards=cards_dirs(cards))
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")

@@ -190,8 +190,8 @@ def _intro(planfile: PlanFile, context, row: dict) -> list[str]:
     ]
     if plan.workload is not None:
         w = plan.workload
-        parts = [f"qps {w.qps:g}" if w.qps else None, f"isl {w.isl:,}" if w.isl else None,
-                 f"osl {w.osl:,}" if w.osl else None, f"trace {w.trace}" if w.trace else None,
+        parts = [f"qps {w.qps:g}" if w.qps else None, f"isl {_tokens(w.isl)}" if w.isl else None,
+                 f"osl {_tokens(w.osl)}" if w.osl else None, f"trace {w.trace}" if w.trace else None,
                  f"concurrency {context.concurrency}"]
         lines.append("- Workload: " + ", ".join(p for p in parts if p))
     if plan.slo is not None:
@@ -395,3 +395,8 @@ def report(plan: str | Path | PlanFile, out: str | Path, *, force: bool = False,
 
 
 __all__ = ["Document", "build_document", "replace_directory", "report", "write_document"]
+
+
+def _tokens(value) -> str:
+    """A workload length as written: a count with thousands separators, or a distribution's text."""
+    return f"{value:,}" if isinstance(value, int) else str(value)

@@ -158,8 +158,15 @@ def _tokens(x: np.ndarray) -> np.ndarray:
 
 
 def parse_length(text: str) -> Fixed | LogNormal:
-    """``'2k'`` → Fixed; ``'mean=2k,p99=16k'`` → LogNormal.from_mean_p99; ``'p50=1k,p99=8k'`` → from_percentiles."""
+    """The one length grammar every command reads (flags, plan files):
+
+    ``'2k'`` → Fixed; ``'1k:8k'`` (``MEAN:P99``) and ``'mean=1k,p99=8k'`` → LogNormal.from_mean_p99;
+    ``'p50=1k,p90=3k,p99=8k'`` → from_percentiles. Token counts as in :func:`kvplan.units.parse_tokens`.
+    """
     text = str(text).strip()
+    if ":" in text and "=" not in text:
+        mean, _, p99 = text.partition(":")
+        text = f"mean={mean.strip()},p99={p99.strip()}"
     if "=" not in text:
         return Fixed(value=parse_tokens(text))
     fields: dict[str, int] = {}
@@ -177,7 +184,8 @@ def parse_length(text: str) -> Fixed | LogNormal:
             break
     if not percentiles or not all(k.startswith("p") for k in fields):
         raise InputError(f"cannot read length distribution '{text}'",
-                         "write a fixed count (2k), mean=2k,p99=16k, or percentiles p50=1k,p90=4k,p99=8k")
+                         "write a fixed count (2k), mean:p99 (1k:8k), mean=2k,p99=16k, or percentiles "
+                         "p50=1k,p90=4k,p99=8k")
     return LogNormal.from_percentiles(percentiles)
 
 

@@ -144,7 +144,7 @@ def test_latency_metric_without_workload_says_so(tmp_path):
 
 
 def test_pd_metric_needs_the_slos(tmp_path):
-    # prefill_gpus / decode_gpus come from kvplan pd (plans/metrics.py), which sizes the pools for both SLOs
+    # prefill_gpus / decode_gpus come from kvplan pd (plans/check/metrics.py), which sizes the pools for both SLOs
     path = write(tmp_path, BASE + "workload: {qps: 1, isl: 1k, osl: 128}\nassertions:\n"
                  "  - prefill_gpus + decode_gpus <= 64\n")
     with pytest.raises(InputError) as err:

@@ -2,7 +2,7 @@
 
 Each record quotes the logged lines, names its source, lists the public inputs (model, GPU,
 tp, utilisation, dtype, the memory terms the log prints) and computes the logged figure with
-kvplan: ``kvplan.plans.fit.fit`` with ``Overrides`` for the terms the log prints, or
+kvplan: ``kvplan.plans.sizing.fit.fit`` with ``Overrides`` for the terms the log prints, or
 ``kv_layout`` bytes per token where the log relates tokens to bytes (SGLang's
 ``#tokens = KV bytes // cell``, TensorRT-LLM's "Allocated X GiB for max tokens (N)").
 

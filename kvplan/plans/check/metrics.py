@@ -248,7 +248,12 @@ def workload_lengths(context: PlanContext) -> tuple[int, int, list[str]]:
     """(isl, osl) of the plan's workload; a trace gives its mean lengths (rounded)."""
     workload = context.plan.workload
     if workload.trace is None:
-        return workload.isl, workload.osl, []
+        if isinstance(workload.isl, int) and isinstance(workload.osl, int):
+            return workload.isl, workload.osl, []
+        from kvplan.workload.synthetic import parse_length
+
+        isl, osl = (max(1, round(parse_length(str(v)).mean)) for v in (workload.isl, workload.osl))
+        return isl, osl, [f"latency at the mean lengths of the workload's distributions: isl {isl:,}, osl {osl:,}"]
     from kvplan.workload.traces import read_trace
 
     path = Path(workload.trace)

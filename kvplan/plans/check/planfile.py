@@ -40,6 +40,7 @@ from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.expr import Assertion, parse_assertion
 from kvplan.units import parse_bytes, parse_seconds, parse_tokens
+from kvplan.workload.synthetic import parse_length
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -57,6 +58,26 @@ def _unit(parse):
 
 Tokens = Annotated[int, _unit(parse_tokens), Field(gt=0, description="tokens; '128k' = 131072 (k = 1024)")]
 Bytes = Annotated[int, _unit(parse_bytes), Field(ge=0, description="bytes; '80GB' = 80e9, '80GiB' = 80 × 2^30")]
+
+
+def _length(value):
+    """A token count (``8k``) as int; a distribution in the one length grammar (``1k:8k``, ``mean=…,p99=…``) as text."""
+    if value is None or isinstance(value, bool):
+        return value
+    try:
+        return parse_tokens(value)
+    except KvplanError:
+        pass
+    try:
+        parse_length(str(value))
+    except KvplanError as exc:
+        raise ValueError(exc.message) from None
+    return str(value).strip()
+
+
+Length = Annotated[Union[int, str], BeforeValidator(_length), Field(
+    description="tokens per request: a count ('8k'), or a distribution ('1k:8k' = mean:p99, 'mean=1k,p99=8k', "
+                "'p50=1k,p90=3k,p99=8k')")]
 
 # vLLM's own spellings of the KV dtype; kvplan's short names are accepted too.
 _KV_DTYPE_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}
@@ -132,8 +153,8 @@ class Workload(PlanModel):
     """Request rate and lengths (means), or a trace file they are read from."""
 
     qps: float | None = Field(None, gt=0, description="arrival rate, requests per second")
-    isl: Tokens | None = Field(None, description="input (prompt) tokens per request")
-    osl: Tokens | None = Field(None, description="output tokens per request")
+    isl: Length | None = Field(None, description="input (prompt) tokens per request")
+    osl: Length | None = Field(None, description="output tokens per request")
     trace: str | None = Field(None, description="trace file (Azure CSV, Mooncake JSONL), relative to the plan")
     trace_format: Literal["auto", "azure", "mooncake", "csv"] = "auto"
     concurrency: int | None = Field(None, ge=1, description="sequences held at once at max_model_len (default 1)")

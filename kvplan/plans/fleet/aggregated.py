@@ -26,16 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kvplan.calc.kv import kv_layout
-from kvplan.calc.roofline import compute_dtype_for, model_cost
-from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InputError
 from kvplan.plans.fleet import model as fm
 from kvplan.plans.fleet.binding import binding, binding_detail
 from kvplan.plans.fleet.model import STATS, FleetModel, LengthStats, Point, Slo
-from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism, resolve
 from kvplan.units import format_bytes, format_seconds, parse_seconds
 from kvplan.workload.summary import rate_buckets
 from kvplan.workload.synthetic import Workload
@@ -83,20 +79,6 @@ class Shape:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """Engine and its settings, under vLLM's names."""
-
-    engine: str = "vllm"
-    kv_dtype: str = "auto"
-    weights_dtype: str = "auto"
-    gpu_memory_utilization: float | None = None
-    max_num_seqs: int = 256
-    chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-    block_size: int | None = None
-    efficiencies: Efficiencies = Efficiencies()
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,45 +244,46 @@ def _slo_text(slo: Slo | None) -> str | None:
 
 def plan_aggregated(
     card: ModelCard | str, hw: HardwareCard | str, workload: FleetWorkload, slos: dict[str, Slo] | list[Slo] = (),
-    shape: Shape = Shape(), engine: EngineSettings = EngineSettings(), *, max_gpus: int | None = None,
+    shape: Shape = Shape(), engine: EngineSettings = EngineSettings(), *, system=None, max_gpus: int | None = None,
     max_utilization: float = 0.9, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
 ) -> FleetPlan:
-    """Fewest instances of ``shape`` that serve ``workload`` within ``slos``; see the module docstring."""
-    from kvplan.plans.sizing.fit import fit
+    """Fewest instances of ``shape`` that serve ``workload`` within ``slos``; see the module docstring.
 
-    card = card if isinstance(card, ModelCard) else load_model(card, cards)
-    hw = hw if isinstance(hw, HardwareCard) else load_hardware(hw, cards)
+    Resolves the :class:`Deployment` (``system``: the node or supernode around ``hw``) and calls
+    :func:`plan_fleet`.
+    """
+    _check_inputs(workload, shape, engine, max_gpus, max_utilization)
+    dep = resolve(card, hw, system=system, engine=engine, parallel=Parallelism(shape.tp, shape.pp), cards=cards)
+    return plan_fleet(dep, workload, slos, max_gpus=max_gpus, max_utilization=max_utilization,
+                      allow_long_context=allow_long_context)
+
+
+def plan_fleet(dep: Deployment, workload: FleetWorkload, slos: dict[str, Slo] | list[Slo] = (), *,
+               max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False) -> FleetPlan:
+    """The aggregated fleet of one resolved deployment for ``workload`` within ``slos``."""
+    card, engine, shape = dep.model, dep.engine, Shape(dep.tp, dep.pp)
     slos = slos if isinstance(slos, dict) else {s.kind: s for s in slos}
-    _check_inputs(card, workload, shape, engine, max_gpus, max_utilization, allow_long_context)
-    profile = get_profile(engine.engine)
-    chunk = engine.chunk_tokens
-    fitted = fit(card, hw, seq=[min(card.max_context, max(int(workload.lengths.context_max), 1))], batch=[1],
-                 kv_dtype=[engine.kv_dtype], tp=[shape.tp], pp=shape.pp, engine=[engine.engine],
-                 weights_dtype=engine.weights_dtype, gpu_memory_utilization=engine.gpu_memory_utilization,
-                 block_size=engine.block_size, max_num_batched_tokens=chunk, max_num_seqs=engine.max_num_seqs,
-                 allow_long_context=True)
-    fit_row = fitted.rows[0]
-    layout = kv_layout(card, profile, engine.kv_dtype, shape.tp, shape.pp, block_size=engine.block_size,
-                       max_num_batched_tokens=chunk)
-    cost = model_cost(card, profile, engine.weights_dtype, engine.kv_dtype, tps=[shape.tp])
-    dtype = compute_dtype_for(cost.weights_dtype, card.dtype)
-    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, engine.efficiencies, shape.tp)
-    pool = max(fit_row["num_blocks"] * fit_row["block_bytes_per_gpu"], 0.0)
-    figures = fm.instance_figures(cost, machine, shape.tp, workload.lengths, layout, pool, engine.max_num_seqs, chunk)
+    _check_inputs(workload, shape, engine, max_gpus, max_utilization)
+    _check_context(card, workload, allow_long_context)
+    cost, machine = dep.cost, dep.machine
+    figures = fm.instance_figures(cost, machine, shape.tp, workload.lengths, dep.layout, dep.pool.bytes_per_gpu,
+                                  engine.max_num_seqs, engine.chunk_tokens)
     model = FleetModel(figures, workload.lengths, workload.rate_per_s, workload.arrival_scv, slos, max_utilization)
-    plan = FleetPlan(model=card.name, hardware=hw.name, shape=shape, engine=engine, rate_per_s=workload.rate_per_s,
-                     slos=slos, feasible=True, binding_constraint="none", figures=figures,
-                     setup={"model": model, "hardware": hw, "cost": cost, "machine": machine, "layout": layout, "fit_row": fit_row,
+    plan = FleetPlan(model=card.name, hardware=dep.hardware.name, shape=shape, engine=engine,
+                     rate_per_s=workload.rate_per_s, slos=slos, feasible=True, binding_constraint="none",
+                     figures=figures,
+                     setup={"model": model, "hardware": dep.hardware, "cost": cost, "machine": machine,
+                            "layout": dep.layout, "deployment": dep,
                             "context_mean": workload.lengths.context_mean, "context_p99": workload.lengths.context_p99,
                             "decode_context": workload.lengths.decode_context})
-    plan.assumptions = list(dict.fromkeys([*fitted.assumptions, *notes, *_notes(card, workload, shape, engine, slos,
-                                                                               max_utilization)]))
-    _solve(plan, model, card, hw, workload, fit_row, max_gpus)
-    plan.explain = _explain(plan, workload, fit_row)
+    plan.assumptions = list(dict.fromkeys([*dep.notes, *dep.machine_notes,
+                                           *_notes(card, workload, shape, engine, slos, max_utilization)]))
+    _solve(plan, model, card, dep.hardware, workload, dep, max_gpus)
+    plan.explain = _explain(plan, workload, dep)
     return plan
 
 
-def _check_inputs(card, workload, shape, engine, max_gpus, max_utilization, allow_long_context) -> None:
+def _check_inputs(workload, shape, engine, max_gpus, max_utilization) -> None:
     _check_rate(workload.rate_per_s)
     for name, value in (("--tp", shape.tp), ("--pp", shape.pp), ("--max-num-seqs", engine.max_num_seqs),
                         ("--chunk-size", engine.chunk_tokens)):
@@ -310,6 +293,9 @@ def _check_inputs(card, workload, shape, engine, max_gpus, max_utilization, allo
         raise InputError(f"--max-gpus must be >= 1 (got {max_gpus})", "the GPU budget of the whole fleet")
     if not 0 < max_utilization < 1:
         raise InputError(f"--max-utilization must be in (0, 1) (got {max_utilization})", "e.g. 0.9")
+
+
+def _check_context(card, workload, allow_long_context) -> None:
     lengths = workload.lengths
     if lengths.context_p99 > card.max_context and not allow_long_context:
         raise InputError(
@@ -318,15 +304,15 @@ def _check_inputs(card, workload, shape, engine, max_gpus, max_utilization, allo
             "pass --allow-long-context if the deployment extends the context (RoPE scaling), or use shorter requests")
 
 
-def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, fit_row, max_gpus) -> None:
+def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, dep: Deployment, max_gpus) -> None:
     f = plan.figures
     best_ttft, best_tpot = model.best_alone()
     plan.ttft, plan.tpot = best_ttft, best_tpot
-    if fit_row["kv_cache_memory_bytes"] <= 0 or f.batch_kv < 1:
-        no_memory = fit_row["kv_cache_memory_bytes"] <= 0
+    if dep.memory.kv_cache_memory_bytes <= 0 or f.batch_kv < 1:
+        no_memory = dep.memory.kv_cache_memory_bytes <= 0
         plan.feasible, plan.binding_constraint = False, "memory" if no_memory else "kv_capacity"
         if no_memory:
-            plan.reason = (f"no KV memory: weights ({format_bytes(fit_row['weights_bytes_per_gpu'])} per GPU) and "
+            plan.reason = (f"no KV memory: weights ({format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU) and "
                            f"reserves fill {hw.name} at tp={plan.shape.tp}, pp={plan.shape.pp}")
         else:
             need = format_bytes(float(np.percentile(f.seq_bytes_per_gpu, 99)))
@@ -356,7 +342,7 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, fit_row, max_
     plan.point, plan.below, plan.instances = point, below, point.instances
     plan.ttft, plan.tpot = point.ttft, point.tpot
     plan.binding_constraint = binding(below, f, plan.engine, plan.slos) if below is not None else "none"
-    plan.memory = _memory(plan, fit_row, hw)
+    plan.memory = _memory(plan, dep)
     if max_gpus is not None and plan.total_gpus > max_gpus:
         plan.feasible = False
         plan.reason = (f"needs {plan.total_gpus:,} GPUs ({plan.instances:,} instances × {plan.shape.gpus}), more than "
@@ -364,7 +350,7 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, fit_row, max_
         plan.hint = "raise --max-gpus, relax the SLOs, or lower the rate"
 
 
-def _memory(plan: FleetPlan, fit_row: dict, hw: HardwareCard) -> dict:
+def _memory(plan: FleetPlan, dep: Deployment) -> dict:
     p, f, gpus = plan.point, plan.figures, plan.shape.gpus
     n = plan.instances
     layout = plan.setup["layout"]
@@ -373,8 +359,8 @@ def _memory(plan: FleetPlan, fit_row: dict, hw: HardwareCard) -> dict:
     per_instance_mean = p.running / n * k_mean * gpus
     per_instance_p99 = p.running / n * k_p99 * gpus
     capacity_instance = f.pool_bytes_per_gpu * gpus
-    weights = fit_row["weights_bytes_per_gpu"] * gpus * n
-    activations = fit_row["activation_bytes"] * gpus * n
+    weights = dep.memory.weights_bytes_per_gpu * gpus * n
+    activations = dep.memory.activation_bytes * gpus * n
     return {
         "kv_bytes_per_sequence_mean": k_mean * gpus, "kv_bytes_per_sequence_p99": k_p99 * gpus,
         "kv_demand_mean_bytes": per_instance_mean * n, "kv_demand_p99_bytes": per_instance_p99 * n,
@@ -384,7 +370,7 @@ def _memory(plan: FleetPlan, fit_row: dict, hw: HardwareCard) -> dict:
         "headroom_bytes": (capacity_instance - per_instance_p99) * n,
         "weights_bytes": weights, "activation_bytes": activations,
         "memory_demand_bytes": weights + activations + per_instance_mean * n,
-        "gpu_memory_bytes": hw.hbm_capacity_bytes * gpus * n,
+        "gpu_memory_bytes": dep.hardware.hbm_capacity_bytes * gpus * n,
     }
 
 
@@ -413,13 +399,13 @@ def _notes(card, workload: FleetWorkload, shape: Shape, engine: EngineSettings, 
 # --------------------------------------------------------------------------- explain
 
 
-def _explain(plan: FleetPlan, workload: FleetWorkload, fit_row: dict) -> list[str]:
+def _explain(plan: FleetPlan, workload: FleetWorkload, dep: Deployment) -> list[str]:
     L, f = workload.lengths, plan.figures
     lines = [
         f"workload: λ = {workload.rate_per_s:,.4g} req/s, ca² = {workload.arrival_scv:.3g}; ISL mean "
         f"{L.mean_isl:,.0f}, OSL mean {L.mean_osl:,.1f}; context C = ISL + OSL: mean {L.context_mean:,.0f}, "
         f"p99 {L.context_p99:,.0f}; decode context L̄ = E[Σj (ISL + j)] / E[n] = {L.decode_context:,.0f}",
-        f"KV pool per GPU = {fit_row['num_blocks']:,} blocks × {fit_row['block_bytes_per_gpu']:,.0f} B = "
+        f"KV pool per GPU = {dep.pool.blocks_per_gpu:,} blocks × {dep.pool.block_bytes_per_gpu:,.0f} B = "
         f"{format_bytes(f.pool_bytes_per_gpu)}; k(C) per GPU: mean {format_bytes(f.seq_bytes_per_gpu.mean())}, "
         f"p99 {format_bytes(np.percentile(f.seq_bytes_per_gpu, 99))}",
         f"batch from KV: B·E[k] + 2.326·√B·sd[k] <= pool → B_kv = {f.batch_kv:,} (pool / k(mean C) = "

@@ -19,9 +19,10 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from kvplan.cards.loader import load_hardware, load_model
 from kvplan.errors import InputError
-from kvplan.plans.fleet.aggregated import EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_rate, plan_aggregated
+from kvplan.plans.deployment import Deployment, Parallelism, resolve
+from kvplan.plans.fleet.aggregated import (EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_inputs, _check_rate,
+                                           plan_fleet)
 from kvplan.result import Result
 from kvplan.units import format_bytes, format_seconds
 from kvplan.workload.synthetic import workload_from_flags
@@ -55,8 +56,8 @@ def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None,
                    sample_requests: int = 100_000, seed: int = 0) -> FleetWorkload:
     """A workload from a trace file (``qps`` rescales its time axis) or from flags (``qps``, ``isl``, ``osl``, …).
 
-    Lengths are written as in :func:`kvplan.workload.synthetic.parse_length` (``2k``, ``mean=2k,p99=16k``,
-    ``p50=1k,p99=8k``) or ``MEAN:P99`` for a lognormal from its mean and p99.
+    Lengths are written as in :func:`kvplan.workload.synthetic.parse_length` (``2k``, ``1k:8k`` = mean:p99,
+    ``mean=2k,p99=16k``, ``p50=1k,p99=8k``).
     """
     if rate_basis not in ("mean", "peak"):
         raise InputError(f"unknown --rate-basis '{rate_basis}'", "choose mean or peak")
@@ -75,7 +76,7 @@ def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None,
         raise InputError(f"--sample must be >= 1000 (got {sample_requests})", "it sets the length statistics")
     _check_rate(qps)
     try:
-        spec = workload_from_flags(rate_per_s=qps, isl=_length(isl), osl=_length(osl), arrival_cv=arrival_cv,
+        spec = workload_from_flags(rate_per_s=qps, isl=isl, osl=osl, arrival_cv=arrival_cv,
                                    turns=turns, think_time_s=think_time_s, shared_prefix_tokens=shared_prefix_tokens)
     except InputError as exc:
         hint = exc.hint.replace("kvplan workload --help", "kvplan plan --help") if exc.hint else exc.hint
@@ -83,29 +84,27 @@ def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None,
     return FleetWorkload.from_spec(spec, sample_requests, seed)
 
 
-def _length(text: str) -> str:
-    """``'1k:8k'`` (mean:p99) → ``'mean=1k,p99=8k'``; anything else unchanged."""
-    text = str(text).strip()
-    if ":" in text and "=" not in text:
-        mean, _, p99 = text.partition(":")
-        return f"mean={mean.strip()},p99={p99.strip()}"
-    return text
-
-
 def plan(
     model, hardware, workload: FleetWorkload, slos: Sequence[Slo] = (), shape: Shape = Shape(),
     engine: EngineSettings = EngineSettings(), *, scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False,
     sim_requests: int | None = None, seed: int = 0, max_gpus: int | None = None, max_utilization: float = 0.9,
-    allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+    allow_long_context: bool = False, system=None, cards: tuple[Path, ...] = (),
 ) -> Result:
     """The fleet for ``workload`` (one ``kind: plan`` row), a re-plan per rate multiplier, and optionally a simulation.
 
+    ``model`` is a :class:`Deployment` (then ``hardware``, ``shape``, ``engine`` and ``system`` come
+    from it) or a model name or card, resolved once with ``hardware``/``system``, ``shape`` and ``engine``.
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
     ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
     """
-    card = load_model(model, cards) if not hasattr(model, "layer_groups") else model
-    hw = load_hardware(hardware, cards) if not hasattr(hardware, "hbm_capacity_bytes") else hardware
+    if isinstance(model, Deployment):
+        dep = model
+    else:
+        _check_inputs(workload, shape, engine, max_gpus, max_utilization)
+        dep = resolve(model, hardware, system=system, engine=engine, parallel=Parallelism(shape.tp, shape.pp),
+                      cards=cards)
+    card, shape, engine = dep.model, Shape(dep.tp, dep.pp), dep.engine
     if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
         raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
     if sim_requests is None and workload.trace is None:
@@ -113,7 +112,7 @@ def plan(
     if sim_requests is not None and sim_requests < 100:
         raise InputError(f"--sim-requests must be >= 100 (got {sim_requests})", "10000 takes about a second")
     kwargs = {"max_gpus": max_gpus, "max_utilization": max_utilization, "allow_long_context": allow_long_context}
-    main = plan_aggregated(card, hw, workload, list(slos), shape, engine, **kwargs)
+    main = plan_fleet(dep, workload, list(slos), **kwargs)
     row = {"kind": "plan", **main.row()}
     notes = list(main.assumptions)
     explain = list(main.explain)
@@ -135,12 +134,12 @@ def plan(
     rows = [row]
     for multiplier in scale:
         scaled_workload = workload.scaled(multiplier)
-        scaled = plan_aggregated(card, hw, scaled_workload, list(slos), shape, engine, **kwargs)
+        scaled = plan_fleet(dep, scaled_workload, list(slos), **kwargs)
         if simulate and scaled.instances is not None:
             _size_by_replay(scaled, scaled_workload, sim_requests, seed, max_gpus)
         rows.append(_scale_row(multiplier, scaled))
     verdict = None if main.feasible else f"infeasible: {main.reason}"
-    title = (f"Fleet plan: {card.name} on {hw.name}, tp={shape.tp}" + (f" pp={shape.pp}" if shape.pp > 1 else "")
+    title = (f"Fleet plan: {card.name} on {dep.name}, tp={shape.tp}" + (f" pp={shape.pp}" if shape.pp > 1 else "")
              + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
     return Result(title=title, rows=rows, columns=PLAN_COLUMNS, explain=explain, assumptions=notes,
                   verdict=verdict, failed=not main.feasible)
@@ -165,7 +164,7 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
         figure = (f" (closed form {format_seconds(closed[kind].get(slo.stat))})" if slo is not None else "")
         grown = at_instances(main, tried)
         main.instances, main.point, main.ttft, main.tpot = tried, grown.point, grown.ttft, grown.tpot
-        main.memory = _memory(main, main.setup["fit_row"], main.setup["hardware"])
+        main.memory = _memory(main, main.setup["deployment"])
         main.feasible, main.sized_by = False, "replay"
         main.binding_constraint = f"{kind}_slo" if slo is not None else "kv_capacity"
         main.reason = (f"the plan's own replay breaks the SLO: at {n0:,} instances (the closed form's fleet) "
@@ -187,8 +186,8 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
         figure = f" (closed form {format_seconds(closed_below.get(slo.stat))})" if slo is not None else ""
         main.binding_note = (f"at N − 1 = {n - 1:,} instances the replay gives {broken}{figure}; the closed form "
                              f"alone would plan {n0:,}")
-        main.memory = _memory(main, main.setup["fit_row"], main.setup["hardware"])
-        main.explain = _explain(main, workload, main.setup["fit_row"]) + [f"replay: the closed form's {n0:,} instances break the SLO in the replay "
+        main.memory = _memory(main, main.setup["deployment"])
+        main.explain = _explain(main, workload, main.setup["deployment"]) + [f"replay: the closed form's {n0:,} instances break the SLO in the replay "
                                        f"({first_broken}); tried " + ", ".join(
                                            f"{k:,} ({'meets' if b is None else b})" for k, b in outcome.trail)
                                        + f" → {n:,} instances"]

@@ -88,7 +88,7 @@ def workload_from_inputs(qps: float | None, isl, osl, arrival_cv: float | None, 
     cv = 1.0 if arrival_cv is None else arrival_cv
     if not cv > 0:
         raise InputError(f"--arrival-cv must be > 0 (got {cv})", "1 is Poisson")
-    isl_dist, osl_dist = _length(isl), _length(osl)
+    isl_dist, osl_dist = as_length(isl), as_length(osl)
     if isinstance(isl_dist, Fixed):
         values, weights = np.array([isl_dist.value]), np.array([1.0])
     else:
@@ -103,7 +103,8 @@ def workload_from_inputs(qps: float | None, isl, osl, arrival_cv: float | None, 
                       float(values.max()), "flags", (), float(round(osl_dist.quantile(0.99))))
 
 
-def _length(value):
+def as_length(value):
+    """A length distribution from a token count, a distribution, or text in :func:`parse_length`'s grammar."""
     if isinstance(value, (Fixed, LogNormal)):
         return value
     if isinstance(value, (int, np.integer)):

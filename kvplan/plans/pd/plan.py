@@ -31,22 +31,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kvplan.calc.kv import kv_layout
-from kvplan.calc.roofline import compute_dtype_for, model_cost
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
-from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
-from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
-from kvplan.plans.sizing.latency import resolve_machine
+from kvplan.plans import deployment
+from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism
+from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
 from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
                                   same_place)
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
-                                   transfer_model, valid_tps, workload_from_inputs)
-from kvplan.plans.pd.report import aggregated_rows, explain_plan, infeasible_row, pd_columns, pd_row, verdict
+                                   as_length, transfer_model, valid_tps, workload_from_inputs)
+from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row, verdict
 from kvplan.plans.pd.search import PairModel, Point
 from kvplan.result import Result
 from kvplan.units import format_bytes
+from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace, read_trace
 
 TPS = (1, 2, 4, 8)
@@ -60,13 +59,11 @@ PDSettings = EngineSettings
 
 @dataclass
 class Pool:
-    """One side resolved: its cards, roofline cost and machine, and the engine's fit per TP."""
+    """One side: its cards and one resolved :class:`Deployment` per usable TP (KV pool, cost, machine)."""
 
     side: Side
     tps: list[int]
-    cost: object
-    machine: object
-    fits: dict
+    deployments: dict[int, Deployment]
 
 
 @dataclass
@@ -131,9 +128,10 @@ def plan_pd(
     fixed = _fixed(prefill_instances, decode_instances, setup)
     base = _plan(setup, workload, setup.override, fixed)
     rows = [_row(setup, workload, base, "base")]
-    agg = aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_long_context, cards) \
-        if aggregated else []
-    rows += agg
+    agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
+                                 allow_long_context) if aggregated else None
+    if agg is not None:
+        rows.append(agg.row)
     if sensitivity:
         for name, change in SCENARIOS:
             scaled = workload.scaled(isl=change.get("isl", 1.0), osl=change.get("osl", 1.0),
@@ -143,14 +141,21 @@ def plan_pd(
             if scaled.isl_max + scaled.osl_max > setup.card.max_context >= workload.isl_max + workload.osl_max:
                 setup.notes.append(f"sensitivity {name}: the longest request ({scaled.isl_max + scaled.osl_max:,.0f} "
                                    f"tokens) exceeds {setup.card.name}'s max_context; planned as if it were extended")
-    notes = list(dict.fromkeys([*workload.notes, *setup.notes, *base.notes,
-                                *(n for r in agg for n in r.pop("_notes", []))]))
+    notes = list(dict.fromkeys([*workload.notes, *setup.notes, *base.notes, *(agg.notes if agg else ())]))
     explain = explain_plan(setup, workload, base, rows)
-    text, failed = verdict(setup, rows[0], agg[0] if agg else None, base, fixed=fixed is not None)
+    text, failed = verdict(setup, rows[0], agg.row if agg else None, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
     return Result(title=title, rows=rows, columns=pd_columns(setup), explain=explain, assumptions=notes,
                   verdict=text, failed=failed)
+
+
+def _fleet_workload(trace: Trace | None, qps, isl, osl, arrival_cv) -> FleetWorkload:
+    """``kvplan plan``'s workload for the same inputs (the aggregated alternative plans on it)."""
+    if trace is not None:
+        return FleetWorkload.from_trace(trace, qps)
+    spec = Workload(rate_per_s=qps, isl=as_length(isl), osl=as_length(osl), arrival_cv=arrival_cv or 1.0)
+    return FleetWorkload.from_spec(spec)
 
 
 # --------------------------------------------------------------------------- set-up
@@ -180,18 +185,17 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     d_side = load_side(decode_hardware, decode_system or (system if decode_hardware is None else None), cards) \
         if decode_hardware is not None or decode_system is not None else p_side
     notes: list[str] = []
-    pools = []
+    pools, resolved = [], {}  # resolved: (side, tp) -> Deployment, shared by both pools on one side
     for side, tps, what in ((p_side, prefill_tp, "prefill"), (d_side, decode_tp, "decode")):
-        pools.append(_pool(card, side, list(tps), settings, what, longest, notes))
+        pools.append(_pool(card, side, list(tps), settings, what, longest, notes, resolved))
     setup = Setup(card, pools[0], pools[1], parse_slo("ttft", ttft), parse_slo("tpot", tpot), settings, placement,
                   override, cached_fraction, notes + late_notes)
     notes.extend(_standard_notes(setup))
     return setup
 
 
-def _pool(card, side: Side, tps: list[int], s: PDSettings, what: str, longest: float, notes: list) -> Pool:
-    from kvplan.plans.sizing.fit import fit
-
+def _pool(card, side: Side, tps: list[int], s: PDSettings, what: str, longest: float, notes: list,
+          cache: dict) -> Pool:
     for t in tps:
         if not isinstance(t, int) or t < 1:
             raise InputError(f"--{what}-tp values must be whole numbers >= 1 (got {t})", "e.g. --prefill-tp 1,2,4,8")
@@ -200,34 +204,32 @@ def _pool(card, side: Side, tps: list[int], s: PDSettings, what: str, longest: f
     if not ok:
         raise InputError(f"no usable {what} TP among {tps} for {card.name} on {side.name}",
                          "; ".join(dropped) or "pass other --tp values")
-    profile = get_profile(s.engine)
-    fitted = fit(card, side.hardware, seq=[int(min(longest, card.max_context))], batch=[1], kv_dtype=[s.kv_dtype],
-                 tp=ok, engine=[s.engine], weights_dtype=s.weights_dtype,
-                 gpu_memory_utilization=s.gpu_memory_utilization, max_num_batched_tokens=s.chunk_tokens,
-                 max_num_seqs=s.max_num_seqs, allow_long_context=True)
-    notes.extend(fitted.assumptions)
-    fits = {r["tp"]: r for r in fitted.rows if r["num_blocks"] > 0}
-    if not fits:
-        worst = fitted.rows[-1]
+    where = (side.hardware.name, side.name)
+    for t in ok:
+        if (where, t) not in cache:
+            cache[where, t] = deployment.resolve(card, side.hardware, system=side.system, engine=s,
+                                                 parallel=Parallelism(tp=t))
+    resolved = {t: cache[where, t] for t in ok}
+    for dep in resolved.values():
+        notes.extend(dep.notes)
+    deps = {t: dep for t, dep in resolved.items() if not dep.pool.empty}
+    if not deps:
+        worst = resolved[ok[-1]]
         wider = (f"TP {', '.join(str(t) for t in tps if t not in ok)} exceed(s) {side.name}'s scale-up domain "
                  f"({side.scale_up_domain:g}): give a --{'decode-' if what == 'decode' else ''}system card with a "
                  "larger domain, " if len(ok) < len(tps) else "use larger TPs (a scale-up domain that holds them), ")
         raise InfeasibleError(
             f"{card.name} does not fit the {what} hardware {side.hardware.name} at any TP in {ok}: at tp="
-            f"{worst['tp']} the weights take {format_bytes(worst['weights_bytes_per_gpu'])} per GPU of "
-            f"{format_bytes(worst['gpu_memory_bytes'])} and leave no KV memory",
+            f"{worst.tp} the weights take {format_bytes(worst.memory.weights_bytes_per_gpu)} per GPU of "
+            f"{format_bytes(worst.memory.gpu_memory_bytes)} and leave no KV memory",
             f"{wider}quantise the weights (--weights-dtype fp8), or choose a GPU with more memory")
-    for r in fitted.rows:
-        if r["tp"] not in fits:
-            notes.append(f"{what} tp={r['tp']} skipped: the weights ({format_bytes(r['weights_bytes_per_gpu'])} per "
+    for t, dep in resolved.items():
+        if t not in deps:
+            notes.append(f"{what} tp={t} skipped: the weights ({format_bytes(dep.memory.weights_bytes_per_gpu)} per "
                          f"GPU) leave no KV memory on {side.hardware.name}")
-    tps_ok = sorted(fits)
-    cost = model_cost(card, profile, s.weights_dtype, s.kv_dtype, tps=tps_ok)
-    dtype = compute_dtype_for(cost.weights_dtype, card.dtype)
-    machine, machine_notes = resolve_machine(side.node_hardware, dtype, cost.weights_dtype, cost.layers, s.efficiencies,
-                                             max(tps_ok))
-    notes.extend(machine_notes)
-    return Pool(side, tps_ok, cost, machine, fits)
+    tps_ok = sorted(deps)
+    notes.extend(deps[max(tps_ok)].machine_notes)
+    return Pool(side, tps_ok, {t: deps[t] for t in tps_ok})
 
 
 def _fixed(prefill_instances, decode_instances, setup: Setup) -> tuple[int, int] | None:
@@ -266,27 +268,22 @@ def _standard_notes(setup: Setup) -> list[str]:
 
 def _models(setup: Setup, workload: PDWorkload):
     s = setup.settings
-    profile = get_profile(s.engine)
     prefill = {}
-    for tp in setup.prefill.tps:
-        row = setup.prefill.fits[tp]
-        pool = row["num_blocks"] * row["block_bytes_per_gpu"]
-        layout = kv_layout(setup.card, profile, s.kv_dtype, tp, max_num_batched_tokens=s.chunk_tokens)
-        service = prefill_service_s(setup.prefill.cost, setup.prefill.machine, workload.isl, setup.cached_fraction, tp)
-        fits = float(layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
-        prefill[tp] = PrefillModel(tp, service, workload.weights, pool, row["weights_bytes_per_gpu"], fits)
+    for tp, dep in setup.prefill.deployments.items():
+        pool = dep.pool.bytes_per_gpu
+        service = prefill_service_s(dep.cost, dep.machine, workload.isl, setup.cached_fraction, tp)
+        fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
+        prefill[tp] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits)
     decode = {}
     context = workload.isl_mean + workload.osl_mean / 2
-    for tp in setup.decode.tps:
-        row = setup.decode.fits[tp]
-        pool = row["num_blocks"] * row["block_bytes_per_gpu"]
-        layout = kv_layout(setup.card, profile, s.kv_dtype, tp, max_num_batched_tokens=s.chunk_tokens)
+    for tp, dep in setup.decode.deployments.items():
+        pool, layout = dep.pool.bytes_per_gpu, dep.layout
         per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
                              * workload.weights).sum())
         longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
         cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
-        batch, step = decode_table(setup.decode.cost, setup.decode.machine, tp, context, max(cap, 1))
-        decode[tp] = DecodeModel(tp, batch, step, pool, row["weights_bytes_per_gpu"], per_request, longest,
+        batch, step = decode_table(dep.cost, dep.machine, tp, context, max(cap, 1))
+        decode[tp] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request, longest,
                                  layout.sequence_bytes(workload.isl, per_gpu=True), context, s.max_num_seqs)
     return prefill, decode
 

@@ -7,12 +7,13 @@ Every row (disaggregated, aggregated, sensitivity) has the same keys (:data:`ROW
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from kvplan.calc.disagg import rate_matched_xpyd
 from kvplan.errors import KvplanError
+from kvplan.plans.fleet.aggregated import FleetPlan, FleetWorkload, plan_fleet
 from kvplan.plans.pd.link import PATH_NAMES
 from kvplan.units import format_bytes, format_seconds
 
@@ -167,38 +168,35 @@ def infeasible_reason(setup, outcome) -> str:
 # --------------------------------------------------------------------------- the aggregated alternative
 
 
-def aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_long_context, cards) -> list[dict]:
-    """The best aggregated fleet on the prefill hardware over the same TPs (fewest GPUs), as one row."""
-    from kvplan.plans.fleet.aggregated import FleetWorkload, Shape, plan_aggregated
-    from kvplan.workload.synthetic import Workload, parse_length
+@dataclass
+class Aggregated:
+    """The aggregated alternative: ``kvplan plan``'s fleet on the prefill deployments, as a PD row and its notes."""
 
-    if trace is not None:
-        fleet_workload = FleetWorkload.from_trace(trace, qps)
-    else:
-        spec = Workload(rate_per_s=qps, isl=_length(isl, parse_length), osl=_length(osl, parse_length),
-                        arrival_cv=arrival_cv or 1.0)
-        fleet_workload = FleetWorkload.from_spec(spec)
+    row: dict
+    notes: list[str] = field(default_factory=list)
+    plan: FleetPlan | None = None
+
+
+def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow_long_context: bool) -> Aggregated:
+    """The best aggregated fleet over the prefill pool's deployments (fewest GPUs), by :func:`plan_fleet`.
+
+    The same deployments (cards, system links, engine, KV pool) the PD plan resolved, so the
+    alternative runs where the PD plan runs; the workload is ``kvplan plan``'s, at the PD plan's ca².
+    """
     fleet_workload = replace(fleet_workload, arrival_scv=workload.arrival_scv)
     s = setup.settings
-    engine = s
     plans, errors = [], []
-    for tp in setup.prefill.tps:
+    for tp, dep in setup.prefill.deployments.items():
         try:
-            plans.append(plan_aggregated(setup.card, setup.prefill.side.hardware, fleet_workload,
-                                         [setup.ttft, setup.tpot], Shape(tp=tp), engine,
-                                         allow_long_context=allow_long_context, cards=cards))
+            plans.append(plan_fleet(dep, fleet_workload, [setup.ttft, setup.tpot],
+                                    allow_long_context=allow_long_context))
         except KvplanError as exc:  # the alternative failing to plan must not hide the PD plan
             errors.append(f"aggregated alternative at tp={tp} not planned: {exc.message}")
     if not plans:
         row = _blank(setup, workload, "base", "aggregated")
-        row.update({"reason": "; ".join(errors), "_notes": errors})
-        return [row]
-    ok = [p for p in plans if p.feasible]
-
-    def headroom(p):
-        return p.ttft[setup.ttft.stat] / setup.ttft.limit_s + p.tpot[setup.tpot.stat] / setup.tpot.limit_s
-
-    best = min(ok, key=lambda p: (p.total_gpus, headroom(p))) if ok else plans[-1]
+        row.update({"reason": "; ".join(errors)})
+        return Aggregated(row, errors)
+    best = best_fleet(plans, setup.ttft, setup.tpot)
     fleet = best.row()
     row = _blank(setup, workload, "base", "aggregated")
     n, tp = best.instances, best.shape.tp
@@ -213,21 +211,23 @@ def aggregated_rows(setup, workload, trace, qps, isl, osl, arrival_cv, allow_lon
         "goodput_per_gpu": workload.rate_per_s / best.total_gpus if best.feasible else 0.0,
         "feasible": best.feasible, "binding_constraint": best.binding_constraint, "reason": best.reason,
         "interference_share": fleet.get("interference_share"),
-        "_notes": [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {s.chunk_tokens:,} tokens a "
-                   f"step) on {setup.prefill.side.hardware.name}, TP in {setup.prefill.tps}, the same arrival ca² "
-                   f"({workload.arrival_scv:.3g}) as the PD plan" +
-                   ("; it has no cached-prefix input, so it prefills whole prompts" if setup.cached_fraction else ""),
-                   *best.assumptions, *errors],
     })
-    return [row]
+    notes = [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {s.chunk_tokens:,} tokens a "
+             f"step) on {setup.prefill.side.name}, TP in {setup.prefill.tps}, the same arrival ca² "
+             f"({workload.arrival_scv:.3g}) as the PD plan" +
+             ("; it has no cached-prefix input, so it prefills whole prompts" if setup.cached_fraction else ""),
+             *best.assumptions, *errors]
+    return Aggregated(row, notes, best)
 
 
-def _length(value, parse_length):
-    from kvplan.workload.synthetic import Fixed, LogNormal
+def best_fleet(plans: list[FleetPlan], ttft, tpot) -> FleetPlan:
+    """Fewest GPUs among the feasible plans (ties: most SLO headroom); the last plan when none is feasible."""
+    ok = [p for p in plans if p.feasible]
 
-    if isinstance(value, (Fixed, LogNormal)):
-        return value
-    return parse_length(str(value))
+    def headroom(p):
+        return p.ttft[ttft.stat] / ttft.limit_s + p.tpot[tpot.stat] / tpot.limit_s
+
+    return min(ok, key=lambda p: (p.total_gpus, headroom(p))) if ok else plans[-1]
 
 
 # --------------------------------------------------------------------------- verdict and explain

@@ -65,6 +65,72 @@ def _utilization(engine: str, hw_bytes: float, tp: int, pp: int, given: float | 
     return profile.default_utilization
 
 
+@dataclass(frozen=True)
+class EngineMemory:
+    """One GPU's memory as the engine budgets it at start-up, and the KV pool it carves out (bytes)."""
+
+    gpu_memory_bytes: float
+    utilization: float
+    weights_bytes_per_gpu: float
+    activation_bytes: float
+    non_torch_bytes: float
+    cudagraph_bytes: float
+    kv_cache_memory_bytes: float  # the budget rule's result (may be <= 0)
+    rule: str
+    block_size: int               # tokens per block (1 for an unpaged engine)
+    block_bytes_per_gpu: float
+    num_blocks: int
+
+    @property
+    def pool_bytes_per_gpu(self) -> float:
+        """Bytes of whole blocks: ``num_blocks × block_bytes_per_gpu`` (what requests can hold)."""
+        return self.num_blocks * self.block_bytes_per_gpu
+
+
+def engine_memory(card: ModelCard, profile, layout, gpu_bytes: float, utilization: float, *,
+                  weights_dtype: str = "auto", max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+                  max_num_seqs: int = 256, overrides: Overrides = Overrides(),
+                  weights_bytes_per_gpu: float | None = None, notes: list | None = None) -> EngineMemory:
+    """The KV budget of one GPU (``kv_budget``) and its blocks: ``floor(budget / (block_size × bytes/token))``.
+
+    Weights per GPU default to all weights / (tp × pp); ``weights_bytes_per_gpu`` replaces that
+    (expert parallelism splits experts differently), an ``overrides`` figure replaces both.
+    """
+    notes = [] if notes is None else notes
+    eng, t, pp, mnbt = profile.name, layout.tp, layout.pp, max_num_batched_tokens
+    weights = overrides.weights_bytes
+    if weights is None:
+        weights = weights_bytes_per_gpu
+    if weights is None:
+        weights = weight_bytes(card, weights_dtype, serving_dtype(card.dtype, profile)) / (t * pp)
+    uses_profiling = profile.budget in ("fraction_of_total", "fraction_of_free", "all_free") and eng != "ideal"
+    activation = overrides.activation_bytes
+    if activation is None:
+        activation = activation_peak_bytes(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile)) if uses_profiling else 0.0
+        if uses_profiling:
+            notes.append(f"{eng}: activation peak estimated at {format_bytes(activation)} for "
+                         f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")
+    non_torch = overrides.non_torch_bytes or 0.0
+    cudagraph = overrides.cudagraph_bytes or 0.0
+    if overrides.kv_cache_memory_bytes is not None:
+        kv_bytes, rule = float(overrides.kv_cache_memory_bytes), "given (--kv-cache-memory)"
+    else:
+        budget = kv_budget(profile, gpu_bytes, utilization, weights, activation, non_torch, cudagraph)
+        kv_bytes, rule = budget.kv_cache_bytes, budget.rule
+    bs = layout.block_size or 1
+    block_bytes = bs * layout.bytes_per_token_per_gpu
+    if block_bytes <= 0:  # pure linear-state model: one state block per sequence
+        block_bytes = layout.sequence_bytes(1, per_gpu=True).item()
+    blocks = int(num_blocks(kv_bytes, block_bytes))
+    return EngineMemory(gpu_bytes, utilization, weights, activation, non_torch, cudagraph, kv_bytes, rule, bs,
+                        block_bytes, blocks)
+
+
+def gpu_utilization(engine: str, gpu_bytes: float, tp: int, pp: int, given: float | None, notes: list) -> float:
+    """The engine's memory fraction: the given one, SGLang's reserve formula, or the profile's default."""
+    return _utilization(engine, gpu_bytes, tp, pp, given, notes)
+
+
 def fit(
     model: str | ModelCard, hardware: str | HardwareCard, seq: int | Sequence[int] | None = None,
     batch: int | Sequence[int] = 1, kv_dtype: str | Sequence[str] = "auto", tp: int | Sequence[int] = 1,
@@ -105,28 +171,12 @@ def fit(
         profile = get_profile(eng)
         layout = kv_layout(card, profile, dtype, t, pp, block_size=block_size, max_num_batched_tokens=mnbt)
         util = _utilization(eng, gpu_bytes, t, pp, gpu_memory_utilization, notes)
-        weights = overrides.weights_bytes
-        if weights is None:
-            weights = weight_bytes(card, weights_dtype, serving_dtype(card.dtype, profile)) / (t * pp)
-        uses_profiling = profile.budget in ("fraction_of_total", "fraction_of_free", "all_free") and eng != "ideal"
-        activation = overrides.activation_bytes
-        if activation is None:
-            activation = activation_peak_bytes(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile)) if uses_profiling else 0.0
-            if uses_profiling:
-                notes.append(f"{eng}: activation peak estimated at {format_bytes(activation)} for "
-                             f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")
-        non_torch = overrides.non_torch_bytes or 0.0
-        cudagraph = overrides.cudagraph_bytes or 0.0
-        if overrides.kv_cache_memory_bytes is not None:
-            kv_bytes, rule = float(overrides.kv_cache_memory_bytes), "given (--kv-cache-memory)"
-        else:
-            budget = kv_budget(profile, gpu_bytes, util, weights, activation, non_torch, cudagraph)
-            kv_bytes, rule = budget.kv_cache_bytes, budget.rule
-        bs = layout.block_size or 1
-        block_bytes = bs * layout.bytes_per_token_per_gpu
-        if block_bytes <= 0:  # pure linear-state model: one state block per sequence
-            block_bytes = layout.sequence_bytes(1, per_gpu=True).item()
-        blocks = float(num_blocks(kv_bytes, block_bytes))
+        mem = engine_memory(card, profile, layout, gpu_bytes, util, weights_dtype=weights_dtype,
+                            max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, overrides=overrides, notes=notes)
+        weights, activation, non_torch, cudagraph = (mem.weights_bytes_per_gpu, mem.activation_bytes,
+                                                     mem.non_torch_bytes, mem.cudagraph_bytes)
+        kv_bytes, rule, bs, block_bytes, blocks = (mem.kv_cache_memory_bytes, mem.rule, mem.block_size,
+                                                   mem.block_bytes_per_gpu, float(mem.num_blocks))
         explain.append(
             f"{eng} ({rule}): {format_bytes(gpu_bytes)} × {util:g} − weights {format_bytes(weights)} "
             f"− activation {format_bytes(activation)} − non-torch {format_bytes(non_torch)} "

@@ -1,0 +1,160 @@
+"""``kvplan route [TRACE] [MODEL HARDWARE]``: N instances behind a router — hit rates, balance, savings, TTFT."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvplan.cli.options import (CardsOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt, StepOverheadOpt,
+                                cards_dirs, efficiencies, emit, handle_errors)
+from kvplan.cli.workload import (ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt,
+                                 TurnsOpt, emit_tables)
+from kvplan.errors import InputError
+from kvplan.units import parse_list, parse_seconds, parse_tokens
+
+POLICY_HELP = "round-robin, random, least-loaded, prefix-aware, consistent-hash (list allowed; default: all)."
+
+
+def _instances(text: str) -> list[int]:
+    def one(item: str) -> int:
+        try:
+            return int(item)
+        except ValueError:
+            raise InputError(f"--instances: cannot read {ascii(item)}", "write whole numbers, e.g. --instances 1,2,4,8,16") from None
+    return parse_list(text, one, what="--instances")
+
+
+@handle_errors
+def route_command(
+    args: Annotated[Optional[list[str]], typer.Argument(
+        help="TRACE (Mooncake JSONL with hash_ids), then optionally MODEL HARDWARE for a deployment; "
+             "with --rate/--isl/--osl, only MODEL HARDWARE.", show_default=False)] = None,
+    instances: Annotated[str, typer.Option("--instances", "-n", help="Instances behind the router (list: 1,2,4,8,16).")] = "1,2,4,8,16",
+    policy: Annotated[Optional[str], typer.Option("--policy", help=POLICY_HELP)] = None,
+    cache_tokens: Annotated[Optional[str], typer.Option(
+        "--cache-tokens", help="Prefix cache per instance in tokens (3M; M = 1024²). Default with a deployment: its KV pool.")] = None,
+    service_time: Annotated[Optional[str], typer.Option(
+        "--service-time", help="Without a deployment: every request's time in system (for load-aware policies).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random policy and of sampled workloads.")] = 0,
+    cache_threshold: Annotated[float, typer.Option("--cache-threshold", help="prefix-aware: match rate above which the holder is chosen (SGLang 0.3).")] = 0.3,
+    balance_threshold: Annotated[float, typer.Option(
+        "--balance-threshold", "--balance-rel-threshold", help="prefix-aware: imbalanced when max load > this × min load (SGLang 1.5) ...")] = 1.5,
+    balance_abs_threshold: Annotated[float, typer.Option(
+        "--balance-abs-threshold", help="... and max − min load > this (SGLang 64).")] = 64,
+    hash_blocks: Annotated[int, typer.Option("--hash-blocks", help="consistent-hash: blocks of the prompt hashed (K).")] = 4,
+    hash_balance_factor: Annotated[float, typer.Option(
+        "--hash-balance-factor", help="consistent-hash: load bound c × mean in flight (1.25).")] = 1.25,
+    trace_opt: Annotated[Optional[Path], typer.Option("--trace", help="The trace, as an option.")] = None,
+    trace_format: TraceFormatOpt = "auto",
+    rate: RateOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
+    arrival_cv: ArrivalCVOpt = 1.0,
+    turns: TurnsOpt = 1,
+    think_time: ThinkTimeOpt = "0s",
+    shared_prefix: SharedPrefixOpt = "0",
+    sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 20_000,
+    rag_docs: Annotated[Optional[int], typer.Option(
+        "--rag-docs", help="Flag workload: one of this many shared documents (prefix groups) in every prompt.")] = None,
+    rag_doc_tokens: Annotated[str, typer.Option("--rag-doc-tokens", help="Tokens per document.")] = "4k",
+    rag_zipf: Annotated[float, typer.Option("--rag-zipf", help="Zipf exponent of document popularity (0 = uniform).")] = 1.0,
+    ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s' (with a deployment).")] = None,
+    tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = None,
+    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="GPUs per instance.")] = 1,
+    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
+    kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
+    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, …")] = "auto",
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", help="Engine memory fraction.")] = None,
+    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="The engine's batch cap.")] = 256,
+    chunk_size: Annotated[str, typer.Option("--chunk-size", "--max-num-batched-tokens", help="Tokens per step.")] = "8192",
+    block_size: Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")] = None,
+    eta_mem: EtaMemOpt = None,
+    eta_flops: EtaFlopsOpt = None,
+    step_overhead: StepOverheadOpt = None,
+    system: Annotated[Optional[str], typer.Option("--system", help="System card joining the instances (links for KV migration).")] = None,
+    link_system: Annotated[Optional[list[str]], typer.Option(
+        "--link-system", help="Also price KV migration over this system's scale-up fabric (repeatable, e.g. cloudmatrix-384).")] = None,
+    chart: Annotated[Optional[Path], typer.Option("--chart", help="PNG: hit rate and imbalance vs N per policy.")] = None,
+    fmt: FormatOpt = "table",
+    output: OutputOpt = None,
+    explain: ExplainOpt = False,
+    cards: CardsOpt = None,
+) -> None:
+    """Cache-aware routing: per policy and N, hit rates, load imbalance, prefill saved; TTFT, GPUs, KV migration."""
+    from kvplan.plans.route.plan import RouterSettings, check_instances, check_policies, presentation, route
+    from kvplan.plans.route.policies import LOAD_POLICIES, POLICIES
+    from kvplan.report.route_chart import route_chart
+    from kvplan.workload.synthetic import workload_from_flags
+    from kvplan.workload.traces import read_trace
+
+    args = list(args or [])
+    flags = any(v is not None for v in (rate, isl, osl))
+    trace_path = trace_opt
+    if trace_path is None and not flags and args:
+        trace_path = Path(args.pop(0))
+    if trace_path is not None and flags:
+        raise InputError("give a TRACE or workload flags (--rate/--isl/--osl), not both")
+    if trace_path is not None and rag_docs is not None:
+        raise InputError("--rag-docs describes a flag workload; a trace carries its own reuse")
+    if len(args) not in (0, 2):
+        raise InputError(f"expected MODEL HARDWARE after the workload (got {len(args)} more argument"
+                         f"{'s' if len(args) != 1 else ''})", "e.g. kvplan route trace.jsonl llama-3.1-8b h100-sxm")
+    if chart is not None and chart.suffix.lower() != ".png":
+        raise InputError(f"--chart {ascii(str(chart))}: charts are PNG files", "name it e.g. route.png")
+    counts = check_instances(_instances(instances))
+    names = check_policies(parse_list(policy, str, what="--policy")) if policy is not None else None
+    router = RouterSettings(seed=seed, cache_threshold=cache_threshold, balance_abs_threshold=balance_abs_threshold,
+                            balance_rel_threshold=balance_threshold, hash_blocks=hash_blocks,
+                            hash_balance_factor=hash_balance_factor)
+    if trace_path is not None:
+        trace = read_trace(trace_path, trace_format=trace_format)
+    elif rate is not None and isl is not None and osl is not None:
+        spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
+                                   think_time_s=parse_seconds(think_time),
+                                   shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+        if sample < 2:
+            raise InputError(f"--sample must be >= 2 (got {sample})")
+        if rag_docs is not None:
+            from kvplan.plans.tiers.reuse import from_workload, with_rag_documents
+
+            trace = with_rag_documents(from_workload(spec, sample_requests=sample, seed=seed), rag_docs,
+                                       parse_tokens(rag_doc_tokens), rag_zipf, seed).trace
+        else:
+            trace = spec.sample(sample, seed)
+    else:
+        raise InputError("no workload: give a TRACE file, or --rate, --isl and --osl (with --turns for sessions)",
+                         "e.g. kvplan route conversation_trace.jsonl --cache-tokens 3M --service-time 20s")
+    service = None
+    if args:
+        from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
+        from kvplan.plans.route.migration import links_for
+        from kvplan.plans.route.service import ServiceModel
+
+        slos = {kind: parse_slo(kind, text) for kind, text in (("ttft", ttft), ("tpot", tpot)) if text is not None}
+        settings = EngineSettings(engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
+                                  gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                                  chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
+                                  efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
+        links = links_for(args[1], system, link_system or (), cards_dirs(cards))
+        service = ServiceModel(args[0], args[1], trace, slos, Shape(tp, 1), settings, system=system, links=links,
+                               cards=cards_dirs(cards))
+    elif ttft is not None or tpot is not None or system is not None or link_system:
+        raise InputError("--ttft, --tpot, --system and --link-system need a deployment", "add MODEL HARDWARE")
+    if names is None:
+        has_loads = service is not None or service_time is not None
+        names = [p for p in POLICIES if has_loads or p not in LOAD_POLICIES]
+    size = parse_tokens(cache_tokens, allow_zero=True) if cache_tokens is not None else None
+    if service is not None and size is not None:
+        service.cache_tokens = size
+    result = route(trace, counts, names, cache_tokens=size,
+                   service_time_s=parse_seconds(service_time) if service_time is not None else None,
+                   service=service, router=router)
+    if chart is not None:
+        route_chart(chart, [r for r in result.rows if r.get("kind") == "route"], result.title)
+        typer.echo(f"Wrote {chart}", err=True)
+    if fmt in ("table", "markdown"):
+        emit_tables(result, presentation(result), fmt, output, explain)
+    else:
+        emit(result, fmt, output, explain)

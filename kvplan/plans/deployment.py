@@ -1,0 +1,296 @@
+"""One deployment, resolved once: model + hardware/system + engine settings + parallelism + dtypes -> KV pool.
+
+A :class:`Deployment` is what every planner takes (DESIGN.md §1). :func:`resolve` builds it from
+names, paths or cards, once:
+
+- cards: the model card, the hardware card and the system it sits in (a node or a supernode:
+  its scale-up domain, NIC and host links); a system card named in the hardware's place stands
+  for its accelerator. ``node_hardware`` is the hardware card carrying the system's links (what
+  tensor-parallel traffic uses).
+- engine: the profile (ENGINES.md) and the settings under vLLM's names (:class:`EngineSettings`).
+- parallelism (:class:`Parallelism`, vLLM's ``--tensor-parallel-size``, ``--pipeline-parallel-size``,
+  ``--data-parallel-size``, ``--enable-expert-parallel``): GPUs per instance ``tp × pp × dp``;
+  with expert parallelism the experts are split over ``ep = tp × dp`` ranks (vLLM's EP group is the
+  TP × DP ranks, vllm/distributed/parallel_state.py), attention is data parallel over ``dp``.
+- dtypes: weights, KV and compute (``compute_dtype_for``).
+- the KV pool as the engine computes it at start-up (:func:`kvplan.plans.sizing.fit.engine_memory`):
+  ``budget = the engine's rule``, ``blocks = floor(budget / (block_size × KV bytes per token on
+  the rank))``; per GPU and per instance (:class:`KVPool`).
+
+The roofline cost (:func:`kvplan.calc.roofline.model_cost`) and the machine
+(:func:`kvplan.plans.sizing.latency.resolve_machine`: peak FLOPS, η, links) are resolved on first
+use and kept, so a command that only needs memory never asks the card for FLOPS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from kvplan.calc.kv import KVLayout, kv_layout
+from kvplan.calc.roofline import Machine, ModelCost, compute_dtype_for, model_cost
+from kvplan.cards.loader import load_hardware, load_model, load_system
+from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
+from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
+from kvplan.errors import InputError, UnknownCardError
+from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.units import format_bytes
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine and its settings, under vLLM's names."""
+
+    engine: str = "vllm"
+    kv_dtype: str = "auto"
+    weights_dtype: str = "auto"
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int = 256
+    chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    block_size: int | None = None
+    efficiencies: Efficiencies = Efficiencies()
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """GPUs of one instance: tensor × pipeline × attention data parallel; experts split over TP × DP with EP."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def ep(self) -> int:
+        """Expert-parallel ranks: ``tp × dp`` with ``--enable-expert-parallel``, else 1 (experts split by TP)."""
+        return self.tp * self.dp if self.expert_parallel else 1
+
+    def check(self, card: ModelCard) -> None:
+        """Whole sizes >= 1; expert parallelism needs routed experts that the EP ranks divide."""
+        for flag, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InputError(f"{flag} must be a whole number >= 1 (got {value})", "1 turns it off")
+        if not self.expert_parallel:
+            return
+        if card.moe is None:
+            raise InputError(f"--enable-expert-parallel: {card.name} is a dense model (no routed experts)",
+                             "drop --enable-expert-parallel for dense models")
+        if card.moe.num_experts % self.ep:
+            raise InputError(f"--enable-expert-parallel: ep = tp × dp = {self.ep} does not divide {card.name}'s "
+                             f"{card.moe.num_experts} routed experts", "choose tp × dp that divides the expert count")
+
+
+@dataclass(frozen=True)
+class KVPool:
+    """The KV cache the engine allocates: whole blocks, per GPU and per instance.
+
+    Every GPU of a TP × PP group holds its share of the same tokens, so the group holds
+    ``tokens_per_gpu`` tokens; attention data parallelism gives each of the ``dp`` groups its own
+    pool: ``tokens_per_instance = tokens_per_gpu × dp``, ``bytes_per_instance = bytes_per_gpu × GPUs``.
+    """
+
+    budget_bytes_per_gpu: float  # the engine's budget rule (may be <= 0)
+    block_size: int
+    block_bytes_per_gpu: float
+    blocks_per_gpu: int
+    gpus: int
+    dp: int = 1
+
+    @property
+    def bytes_per_gpu(self) -> float:
+        return max(self.blocks_per_gpu * self.block_bytes_per_gpu, 0.0)
+
+    @property
+    def tokens_per_gpu(self) -> int:
+        return self.blocks_per_gpu * self.block_size
+
+    @property
+    def bytes_per_instance(self) -> float:
+        return self.bytes_per_gpu * self.gpus
+
+    @property
+    def tokens_per_instance(self) -> int:
+        return self.tokens_per_gpu * self.dp
+
+    @property
+    def empty(self) -> bool:
+        """No block fits: the weights and reserves leave no KV memory."""
+        return self.blocks_per_gpu <= 0
+
+
+@dataclass(frozen=True, eq=False)
+class Deployment:
+    """A model on hardware (in its system) under one engine, parallel layout and dtypes, with its KV pool."""
+
+    model: ModelCard
+    hardware: HardwareCard
+    system: SystemCard | None
+    engine: EngineSettings
+    profile: EngineProfile
+    parallel: Parallelism
+    layout: KVLayout
+    memory: EngineMemory
+    pool: KVPool
+    notes: tuple[str, ...] = ()
+    cost_tps: tuple[int, ...] = field(default=(), repr=False)
+
+    # names planners print
+    @property
+    def name(self) -> str:
+        """Where it runs: the system's name when one is given, else the hardware's."""
+        return self.system.name if self.system is not None else self.hardware.name
+
+    @property
+    def tp(self) -> int:
+        return self.parallel.tp
+
+    @property
+    def pp(self) -> int:
+        return self.parallel.pp
+
+    @property
+    def gpus(self) -> int:
+        return self.parallel.gpus
+
+    @property
+    def weights_dtype(self) -> str:
+        return self.cost.weights_dtype
+
+    @property
+    def kv_dtype(self) -> str:
+        return self.layout.kv_dtype
+
+    @property
+    def compute_dtype(self) -> str:
+        return compute_dtype_for(self.cost.weights_dtype, self.model.dtype)
+
+    @cached_property
+    def node_hardware(self) -> HardwareCard:
+        """The hardware card with the system's links (where the system has them): what TP traffic uses."""
+        return node_hardware(self.hardware, self.system)
+
+    @cached_property
+    def cost(self) -> ModelCost:
+        s = self.engine
+        return model_cost(self.model, self.profile, s.weights_dtype, s.kv_dtype, tps=self.cost_tps or (self.tp,))
+
+    @cached_property
+    def _machine(self) -> tuple[Machine, tuple[str, ...]]:
+        cost = self.cost
+        machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
+                                         self.engine.efficiencies, self.tp)
+        return machine, tuple(notes)
+
+    @property
+    def machine(self) -> Machine:
+        """Peak FLOPS, bandwidth, efficiencies and links of one GPU (resolved on first use)."""
+        return self._machine[0]
+
+    @property
+    def machine_notes(self) -> tuple[str, ...]:
+        """The defaults the machine took (η, step overhead, link latencies)."""
+        return self._machine[1]
+
+
+def node_hardware(hw: HardwareCard, system: SystemCard | None) -> HardwareCard:
+    """``hw`` with the system's scale-up, NIC and host links (and scale-up domain) where the system has them."""
+    if system is None:
+        return hw
+    update = {k: getattr(system, k) for k in ("scale_up", "nic", "host_link") if getattr(system, k)}
+    if system.scale_up is not None:
+        update["scale_up_domain"] = system.scale_up_domain
+    return hw.model_copy(update=update)
+
+
+def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard | None,
+                  cards: tuple[Path, ...] = ()) -> tuple[HardwareCard, SystemCard | None]:
+    """A hardware card (a system card given in its place stands for its accelerator) and its system."""
+    sys_card = system if isinstance(system, SystemCard) or system is None else load_system(system, cards)
+    if hardware is None:
+        if sys_card is None:
+            raise InputError("no hardware: give a HARDWARE card or --system SYSTEM",
+                             "e.g. --system hgx-h100-8, or a hardware card such as h100-sxm")
+        hardware = sys_card.accelerator
+    if isinstance(hardware, HardwareCard):
+        hw = hardware
+    else:
+        try:
+            hw = load_hardware(hardware, cards)
+        except UnknownCardError as not_hardware:
+            try:
+                as_system = load_system(hardware, cards)
+            except UnknownCardError:
+                raise not_hardware from None
+            sys_card = sys_card or as_system
+            hw = load_hardware(as_system.accelerator, cards)
+    if sys_card is not None and sys_card.accelerator != hw.name:
+        raise InputError(f"system '{sys_card.name}' holds {sys_card.accelerator}, not {hw.name}",
+                         f"pass --system with a system card of {hw.name}, or drop it")
+    return hw, sys_card
+
+
+def resolve(
+    model: str | ModelCard, hardware: str | HardwareCard | None = None, *, system: str | SystemCard | None = None,
+    engine: EngineSettings = EngineSettings(), parallel: Parallelism = Parallelism(),
+    overrides: Overrides = Overrides(), cost_tps: tuple[int, ...] = (), cards: tuple[Path, ...] = (),
+) -> Deployment:
+    """The :class:`Deployment` of ``model`` on ``hardware`` (and ``system``); see the module docstring.
+
+    Raises InputError for a layout the engine refuses (TP not dividing the heads, EP on a dense
+    model). A pool with no blocks is returned as such (``pool.empty``): whether that is an error
+    is the planner's answer to give.
+    """
+    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+    hw, sys_card = resolve_cards(hardware, system, cards)
+    return _build(card, hw, sys_card, engine, parallel, overrides, tuple(cost_tps))
+
+
+def _build(card: ModelCard, hw: HardwareCard, sys_card: SystemCard | None, s: EngineSettings, par: Parallelism,
+           overrides: Overrides, cost_tps: tuple[int, ...]) -> Deployment:
+    par.check(card)
+    _check_settings(s)
+    profile = get_profile(s.engine)
+    layout = kv_layout(card, profile, s.kv_dtype, par.tp, par.pp, block_size=s.block_size,
+                       max_num_batched_tokens=s.chunk_tokens)
+    notes: list[str] = []
+    gpu_bytes = overrides.gpu_memory_bytes or hw.hbm_capacity_bytes
+    if overrides.gpu_memory_bytes is None:
+        notes.append(f"GPU memory {format_bytes(gpu_bytes)} from the {hw.name} card ({hw.hbm_capacity_basis} figure)")
+    util = gpu_utilization(s.engine, gpu_bytes, par.tp, par.pp, s.gpu_memory_utilization, notes)
+    memory = engine_memory(card, profile, layout, gpu_bytes, util, weights_dtype=s.weights_dtype,
+                           max_num_batched_tokens=s.chunk_tokens, max_num_seqs=s.max_num_seqs, overrides=overrides,
+                           weights_bytes_per_gpu=_ep_weights(card, profile, s, par), notes=notes)
+    pool = KVPool(memory.kv_cache_memory_bytes, memory.block_size, memory.block_bytes_per_gpu, memory.num_blocks,
+                  par.gpus, par.dp)
+    return Deployment(card, hw, sys_card, s, profile, par, layout, memory, pool, tuple(dict.fromkeys(notes)),
+                      cost_tps)
+
+
+def _check_settings(s: EngineSettings) -> None:
+    if not isinstance(s.max_num_seqs, int) or s.max_num_seqs < 1:
+        raise InputError(f"--max-num-seqs must be >= 1 (got {s.max_num_seqs})", "vLLM's default is 256")
+    if not isinstance(s.chunk_tokens, int) or s.chunk_tokens < 1:
+        raise InputError(f"--chunk-size must be >= 1 token (got {s.chunk_tokens})", "vLLM's default is 8192")
+
+
+def _ep_weights(card: ModelCard, profile: EngineProfile, s: EngineSettings, par: Parallelism) -> float | None:
+    """Weights per GPU with expert parallelism: ``(W − E) / (tp × pp) + E / (ep × pp)``; None without EP.
+
+    E = all routed experts' bytes (``moe_layers × experts × expert bytes``, the roofline's figure);
+    the rest (attention, dense layers, embeddings) is split by TP and replicated over DP.
+    """
+    if not par.expert_parallel:
+        return None
+    from kvplan.calc.memory import weight_bytes
+    from kvplan.engines import serving_dtype
+
+    cost = model_cost(card, profile, s.weights_dtype, s.kv_dtype, tps=(par.tp,))
+    experts = cost.moe_layers * cost.num_experts * cost.expert_weight_bytes
+    total = weight_bytes(card, s.weights_dtype, serving_dtype(card.dtype, profile))
+    return max(total - experts, 0.0) / (par.tp * par.pp) + experts / (par.ep * par.pp)

@@ -1,0 +1,40 @@
+"""PNG chart of a routing study: prefix hit rate and load imbalance versus N, one line per policy.
+
+matplotlib is imported inside the function (Agg canvas, no pyplot); the file is written whole or not at all.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvplan.report.tier_chart import _save_atomic
+
+DPI = 110
+SIZE = (9.0, 4.2)
+
+
+def route_chart(path: Path, rows: list[dict], title: str) -> None:
+    """Left: hit_rate (%) vs instances; right: load_imbalance (max/mean) vs instances; log2 x axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    hit_ax, balance_ax = figure.subplots(1, 2)
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    for policy in policies:
+        points = sorted((r["instances"], r["hit_rate"], r["load_imbalance"]) for r in rows if r["policy"] == policy)
+        xs = [p[0] for p in points]
+        if all(p[1] is not None for p in points):
+            hit_ax.plot(xs, [p[1] * 100 for p in points], marker="o", label=policy)
+        balance_ax.plot(xs, [p[2] for p in points], marker="o", label=policy)
+    for ax, label in ((hit_ax, "prompt blocks served from cache (%)"), (balance_ax, "load imbalance (max / mean requests)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("instances N")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    hit_ax.set_ylim(bottom=0)
+    balance_ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    hit_ax.legend(fontsize=8)
+    figure.suptitle(title, fontsize=10)
+    _save_atomic(figure, Path(path))

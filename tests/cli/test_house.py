@@ -1,0 +1,142 @@
+"""One deployment, one workload, one fleet: the commands agree with each other.
+
+- ``kvplan pd``'s aggregated alternative is ``kvplan plan``'s fleet for the same deployment and
+  workload (same GPUs, same percentiles), and it runs on the system the PD plan runs on;
+- the length grammar (``1k:8k`` = mean:p99) reads the same in plan, pd, tier, workload and check;
+- one ``kvplan pd`` call resolves each candidate deployment once, and never re-runs ``fit``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import pytest
+
+from kvplan.workload.synthetic import LogNormal, parse_length
+
+from ..conftest import json_rows
+
+STATS = ("mean", "p50", "p90", "p95", "p99")
+L40S_PD = ["pd", "llama-3.1-70b", "l40s", "--system", "l40s-pcie-8", "--placement", "same-node", "--qps", "1",
+           "--isl", "2k", "--osl", "256"]
+
+
+def _aggregated(rows: list[dict]) -> dict:
+    (row,) = [r for r in rows if r["mode"] == "aggregated"]
+    return row
+
+
+def _plan_row(invoke, *args) -> dict:
+    result = invoke("plan", *args, "--format", "json")
+    rows = json_rows(result)
+    return [r for r in rows if r["kind"] == "plan"][0]
+
+
+def _same_fleet(agg: dict, plan: dict) -> None:
+    assert agg["total_gpus"] == plan["total_gpus"]
+    assert agg["prefill_instances"] == plan["instances"]
+    for kind in ("ttft", "tpot"):
+        for stat in STATS:
+            assert agg[f"{kind}_{stat}_s"] == plan[f"{kind}_{stat}_s"], (kind, stat)
+    assert agg["binding_constraint"] == plan["binding_constraint"]
+
+
+def test_l40s_same_node_aggregated_alternative_is_feasible_on_the_system(invoke):
+    """L40S has no NVLink: TP4/TP8 run over the l40s-pcie-8 system's PCIe, for PD and aggregated alike."""
+    result = invoke(*L40S_PD, "--format", "json")
+    rows = json_rows(result)
+    agg = _aggregated(rows)
+    assert agg["feasible"] is True and agg["total_gpus"] is not None
+    assert agg["prefill_tp"] in (4, 8)
+    assert "not planned" not in result.stderr
+    assert "aggregated alternative: kvplan plan's fleet model" in result.stderr and "on l40s-pcie-8" in result.stderr
+    plan = _plan_row(invoke, "llama-3.1-70b", "l40s", "--system", "l40s-pcie-8", "--tp", agg["prefill_tp"],
+                     "--qps", "1", "--isl", "2k", "--osl", "256", "--ttft", "p99<=4s", "--tpot", "p99<=100ms")
+    _same_fleet(agg, plan)
+
+
+@pytest.mark.parametrize("hardware, qps, isl, osl, ttft, tpot", [
+    ("hgx-h100-8", "10", "4k", "256", "p99<=2s", "p99<=50ms"),
+    ("h100-sxm", "3", "1k:8k", "256:1k", "p99<=4s", "p99<=100ms"),
+])
+def test_pd_aggregated_alternative_equals_kvplan_plan(invoke, hardware, qps, isl, osl, ttft, tpot):
+    common = ["--qps", qps, "--isl", isl, "--osl", osl, "--ttft", ttft, "--tpot", tpot]
+    agg = _aggregated(json_rows(invoke("pd", "llama-3.1-8b", hardware, *common, "--format", "json")))
+    assert agg["feasible"]
+    plan = _plan_row(invoke, "llama-3.1-8b", hardware, "--tp", agg["prefill_tp"], *common)
+    _same_fleet(agg, plan)
+
+
+def test_mean_p99_shorthand_is_the_lognormal_of_that_mean_and_p99():
+    """``1k:8k``: ln X ~ N(μ, σ²) with σ = z − sqrt(z² − 2 ln(8192/1024)), μ = ln 1024 − σ²/2 (z = Φ⁻¹(0.99))."""
+    z = 2.3263478740408408
+    sigma = z - math.sqrt(z * z - 2 * math.log(8))
+    dist = parse_length("1k:8k")
+    assert isinstance(dist, LogNormal)
+    assert dist.sigma == pytest.approx(sigma, rel=1e-12)
+    assert dist.mu == pytest.approx(math.log(1024) - sigma**2 / 2, rel=1e-12)
+    assert dist.mean == pytest.approx(1024, rel=1e-12) and dist.quantile(0.99) == pytest.approx(8192, rel=1e-9)
+    assert parse_length(" 256 : 1k ") == parse_length("mean=256,p99=1k")
+
+
+SHORT = ["--isl", "1k:8k", "--osl", "256:1k"]
+LONG = ["--isl", "mean=1k,p99=8k", "--osl", "mean=256,p99=1k"]
+COMMANDS = {
+    "plan": ["plan", "llama-3.1-8b", "h100-sxm", "--qps", "3", "--tpot", "p99<=100ms"],
+    "pd": ["pd", "llama-3.1-8b", "hgx-h100-8", "--qps", "3"],
+    "tier": ["tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--qps", "3"],
+    "workload": ["workload", "--qps", "3"],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_mean_p99_lengths_read_identically_by_every_command(invoke, command):
+    short = invoke(*COMMANDS[command], *SHORT, "--format", "json")
+    long = invoke(*COMMANDS[command], *LONG, "--format", "json")
+    assert short.exit_code in (0, 1), short.stderr
+    assert short.exit_code == long.exit_code
+    assert json.loads(short.stdout) == json.loads(long.stdout)
+
+
+def test_mean_p99_lengths_read_identically_by_check(invoke, tmp_path):
+    body = ("model: llama-3.1-8b\nhardware: h100-sxm\nengine: {{max_model_len: 32k}}\n"
+            "workload: {{qps: 3, isl: '{isl}', osl: '{osl}'}}\nslo: {{tpot: 'p99<=100ms'}}\n"
+            "assertions:\n  - total_gpus <= 64\n  - tpot_p99_s <= 100ms\n  - tpot_s <= 100ms\n")
+    short, long = tmp_path / "short.yaml", tmp_path / "long.yaml"
+    short.write_text(body.format(isl="1k:8k", osl="256:1k"))
+    long.write_text(body.format(isl="mean=1k,p99=8k", osl="mean=256,p99=1k"))
+    a, b = invoke("check", short, "--format", "json"), invoke("check", long, "--format", "json")
+    assert a.exit_code == b.exit_code == 0, a.stderr
+    rows_a, rows_b = json.loads(a.stdout), json.loads(b.stdout)
+    for row in (*rows_a, *rows_b):
+        row.pop("name", None), row.pop("plan", None)
+    assert rows_a == rows_b
+    assert {r.get("status") for r in rows_a} == {"passed"}
+
+
+def test_one_pd_call_resolves_each_candidate_deployment_once(monkeypatch):
+    """Prefill and decode candidates at TP 1, 2, 4, 8 on one node: 4 deployments, each resolved once, no fit()."""
+    from kvplan.plans import deployment
+    from kvplan.plans.pd import plan as pd_plan
+    from kvplan.plans.sizing import fit as fit_module
+
+    resolved: Counter = Counter()
+    real = deployment.resolve
+
+    def counting(model, hardware=None, **kwargs):
+        dep = real(model, hardware, **kwargs)
+        resolved[(dep.model.name, dep.name, dep.parallel)] += 1
+        return dep
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a planner re-ran fit() instead of reading the deployment's KV pool")
+
+    monkeypatch.setattr(deployment, "resolve", counting)
+    monkeypatch.setattr(fit_module, "fit", no_fit)
+    result = pd_plan.plan_pd("llama-3.1-8b", "hgx-h100-8", qps=10, isl="4k", osl="256", ttft="p99<=2s",
+                             tpot="p99<=50ms")
+    assert result.rows[0]["feasible"] and result.rows[1]["mode"] == "aggregated"
+    assert len(resolved) == 4 and set(resolved.values()) == {1}
+    assert sorted(p.tp for _, _, p in resolved) == [1, 2, 4, 8]
