@@ -53,9 +53,21 @@ def hit_rate_chart(capacity_tokens: np.ndarray, hit_rate: np.ndarray,
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
+    return png_bytes(figure)
+
+
+def png_bytes(figure) -> bytes:
+    """A figure as PNG bytes (no timestamp or software metadata: the same input gives the same file)."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
+
+
+def _save_atomic(figure, path) -> None:
+    """Write the PNG whole or not at all (kvplan.outputs: umask mode, devices refused or written through)."""
+    from kvplan.outputs import write_atomic
+
+    write_atomic(path, png_bytes(figure))
 
 
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
