@@ -57,8 +57,13 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
     def _root(
         version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
                                               help="Print kvplan's version and exit.")] = False,
+        quiet: Annotated[bool, typer.Option(
+            "--quiet", help="No Note lines on stderr (also KVPLAN_QUIET=1; may follow the command too).")] = False,
     ) -> None:
         """Analytical KV-cache capacity planner for LLM inference."""
+        from kvplan.cli.options import set_quiet
+
+        set_quiet(quiet)
 
     for name in names or list(COMMANDS):
         module, attribute = COMMANDS[name]
@@ -94,8 +99,13 @@ def main() -> None:
         signal.signal(signal.SIGTERM, _terminate)
     except (ValueError, OSError):  # not the main thread
         pass
+    if "--quiet" in sys.argv[2:]:  # `kvplan pd … --quiet` means what `kvplan --quiet pd …` does
+        sys.argv = [sys.argv[0], "--quiet"] + [a for a in sys.argv[1:] if a != "--quiet"]
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-    app = build_app([first]) if first in COMMANDS and sys.argv[1] == first else build_app()
+    if sys.argv[1:2] == ["--quiet"] and len(sys.argv) > 2 and sys.argv[2] in COMMANDS:
+        app = build_app([sys.argv[2]])
+    else:
+        app = build_app([first]) if first in COMMANDS and sys.argv[1] == first else build_app()
     try:
         code = app(standalone_mode=False, prog_name="kvplan")
     except TyperException as exc:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, handle_errors, output_format
+from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, handle_errors, note, output_format
 from kvplan.errors import InputError
 from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
@@ -50,8 +50,8 @@ def check_command(
     else:
         text = render(report.to_result(), fmt)
     emit_text(text, output, extra)
-    for note in dict.fromkeys(a for p in report.plans for a in p.assumptions):
-        typer.echo(f"Note: {one_line(note, 2000)}", err=True)
+    for text in dict.fromkeys(a for p in report.plans for a in p.assumptions):
+        note(text)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         lines = github_annotations(report)
         if lines:
@@ -61,7 +61,7 @@ def check_command(
             try:
                 append_summary(Path(summary), github_summary(report))
             except OSError as exc:
-                typer.echo(f"Note: cannot append the job summary to {one_line(summary)}: {exc.strerror}", err=True)
+                note(f"cannot append the job summary to {summary}: {exc.strerror}")
     if report.failed:
         raise typer.Exit(1)
 

@@ -8,7 +8,7 @@ import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, OutputOpt,
                                 DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit,
-                                handle_errors, resolve_weights_dtype)
+                                handle_errors, note, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
 from kvplan.plans.sizing.fit import Overrides, fit
@@ -94,6 +94,7 @@ def fit_command(
         gpu_memory_utilization=given["gpu_memory_utilization"], block_size=given["block_size"],
         max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"],
         overrides=overrides, allow_long_context=allow_long_context, cards=cards_dirs(cards),
+        warn_concurrency=given["max_num_seqs"] is not None,
     )
     emit(result, fmt, output, explain)
 
@@ -125,12 +126,12 @@ def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: 
     for key, value in from_line.items():
         if given[key] is not None:
             if value is not None:
-                typer.echo(f"Note: {key} {given[key]} given to kvplan overrides the vLLM line's {value}", err=True)
+                note(f"{key} {given[key]} given to kvplan overrides the vLLM line's {value}")
             merged[key] = given[key]
         else:
             merged[key] = str(value) if key in ("seq", "tp", "kv_cache_memory") and value is not None else value
-    for note in serve.notes:
-        typer.echo(f"Note: {note}", err=True)
+    for text in serve.notes:
+        note(text)
     if serve.unknown:
-        typer.echo(f"Note: ignored vLLM flags kvplan does not model: {' '.join(serve.unknown)}", err=True)
+        note(f"ignored vLLM flags kvplan does not model: {' '.join(serve.unknown)}")
     return serve.model, hardware, merged

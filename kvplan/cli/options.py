@@ -114,6 +114,24 @@ def fail(message: str, hint: str | None, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+_QUIET = {"on": False}
+_PRINTED: set[str] = set()
+
+
+def set_quiet(quiet: bool) -> None:
+    """``kvplan --quiet`` (or KVPLAN_QUIET=1): no Note lines; also starts a fresh set of printed notes."""
+    _QUIET["on"] = quiet
+    _PRINTED.clear()
+
+
+def note(text: str) -> None:
+    """One ``Note:`` line on stderr, printed once per command, none under --quiet."""
+    if _QUIET["on"] or os.environ.get("KVPLAN_QUIET") == "1" or text in _PRINTED:
+        return
+    _PRINTED.add(text)
+    typer.echo(f"Note: {one_line(text, 2000)}", err=True)
+
+
 def handle_errors(func):
     """The CLI's error boundary: no traceback reaches the user, and nothing but 'no' exits 1.
 
@@ -181,8 +199,8 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
     fmt = output_format(fmt, output)
     emit_text(render(result, fmt, explain=explain, width=terminal_width() if output is None else None), output, extra)
     if fmt != "markdown":
-        for note in result.assumptions:
-            typer.echo(f"Note: {one_line(note, 2000)}", err=True)
+        for text in result.assumptions:
+            note(text)
         if explain and fmt in ("json", "csv"):
             typer.echo("\n".join(result.explain), err=True)
         if result.verdict and fmt in ("json", "csv"):

@@ -108,7 +108,8 @@ def pd_command(
     if not result.failed:
         emit(result, fmt, output, explain)
         return
-    emit(replace(result, failed=False, verdict=None if fmt in ("json", "csv") else result.verdict), fmt, output, explain)
+    # the infeasible verdict is said once, as the Error line (not also under the table)
+    emit(replace(result, failed=False, verdict=None), fmt, output, explain)
     typer.echo(f"Error: {result.verdict}", err=True)
     typer.echo(f"Hint: {pd_hint(result.rows)}", err=True)
     raise typer.Exit(1)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors
+from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors, note
 from kvplan.errors import InputError
 
 MAX_LISTED_REASONS = 5
@@ -55,40 +55,36 @@ def sweep_command(
     cards: CardsOpt = None,
 ) -> None:
     """Evaluate size and fit (and decode latency) at every grid point, vectorised; one row per point."""
-    from kvplan.plans.check.sweep import load_grid, output_format, sweep, write_sweep
+    from kvplan.plans.check.sweep import load_grid, sweep_stream
+    from kvplan.plans.check.sweep_write import output_format, write_sweep
 
     output_format(output)  # refuse a bad path or a missing pyarrow before any work
     spec = load_grid(grid)
-    progress = _Progress(f"evaluating {spec.points:,} points")
-    try:
-        result = sweep(spec, cards=cards_dirs(cards), strict=strict, progress=progress)
-    finally:
-        progress.close()
-    if not result.blocks:
+    start = time.perf_counter()
+    result = sweep_stream(spec, cards=cards_dirs(cards), strict=strict)
+    if result.empty():
         reasons = "; ".join(r for r, _ in result.skipped[:MAX_LISTED_REASONS])
         raise InputError(f"no valid point in {grid}: {reasons}", "fix the grid (see the reasons), or pass fewer values")
-    start = time.perf_counter()
-    writing = _Progress(f"writing {result.rows:,} rows")
+    progress = _Progress(f"evaluating and writing {spec.points:,} points")
     try:
-        write_sweep(result, output, progress=writing, stream=sys.stdout)
+        write_sweep(result, output, progress=lambda done, _: progress(done, spec.points), stream=sys.stdout)
     finally:
-        writing.close()
+        progress.close()
     written = time.perf_counter() - start
-    for note in result.notes:
-        typer.echo(f"Note: {note}", err=True)
+    for text in result.notes:
+        note(text)
     if verbose:
-        for note in result.latency_notes:
-            typer.echo(f"Note: {note}", err=True)
+        for text in result.latency_notes:
+            note(text)
     elif result.latency_notes:
-        typer.echo(f"Note: the latency columns take {len(result.latency_notes)} kvplan defaults where the hardware "
-                   "cards lack a figure (η_flops, step overhead, link latency); --verbose lists them", err=True)
+        note(f"the latency columns take {len(result.latency_notes)} kvplan defaults where the hardware "
+             "cards lack a figure (η_flops, step overhead, link latency); --verbose lists them")
     for reason, points in result.skipped[:MAX_LISTED_REASONS]:
-        typer.echo(f"Note: skipped {points:,} points: {reason}", err=True)
+        note(f"skipped {points:,} points: {reason}")
     if len(result.skipped) > MAX_LISTED_REASONS:
         rest = sum(n for _, n in result.skipped[MAX_LISTED_REASONS:])
-        typer.echo(f"Note: skipped {rest:,} more points for {len(result.skipped) - MAX_LISTED_REASONS} more reasons",
-                   err=True)
+        note(f"skipped {rest:,} more points for {len(result.skipped) - MAX_LISTED_REASONS} more reasons")
     where = f"Wrote {output}" if output is not None else "Wrote"
     typer.echo(f"{where}: {result.rows:,} rows of {spec.points:,} grid points "
-               f"({result.skipped_points:,} skipped); evaluated in {result.seconds:.2f} s, written in {written:.2f} s",
+               f"({result.skipped_points:,} skipped) in {written:.2f} s ({result.rows / max(written, 1e-9) / 1e6:.2f} M points/s)",
                err=True)

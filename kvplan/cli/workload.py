@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, emit_text, handle_errors, output_format
+from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, emit_text, handle_errors, note, output_format
 from kvplan.errors import InputError
 from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.outputs import OutputSet
@@ -89,5 +89,5 @@ def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | N
     """Print or write several tables as one document; notes (e.g. skipped rows) go to stderr."""
     width = terminal_width() if output is None else None
     emit_text("\n".join(render(table, fmt, explain=explain, width=width) for table in tables), output, extra)
-    for note in result.assumptions:
-        typer.echo(f"Note: {one_line(note, 2000)}", err=True)
+    for text in result.assumptions:
+        note(text)

@@ -26,9 +26,15 @@ def check_text(report: CheckReport) -> str:
     lines: list[str] = []
     for plan in report.plans:
         lines.append(f"{one_line(plan.path, 1000)}: {one_line(plan.summary, 1000)}")
+        explained: list[tuple[str, ...]] = []  # an explanation shared by several failures is printed once
         for o in plan.outcomes:
             lines.append(f"  {_MARK[o.status]}  {one_line(o.assertion)}  —  {one_line(o.message, 1000)}")
             if o.failed and o.why:
+                why = tuple(o.why)
+                if why in explained:
+                    lines.append("        why: the same as above")
+                    continue
+                explained.append(why)
                 lines.append("        why:")
                 lines.extend(f"          {one_line(w, 1000)}" for w in o.why)
         lines.append("")

@@ -252,3 +252,65 @@ def test_bash_completion_completes_commands_and_options(words, cword, expected):
     out = _run(env={"_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
     assert out.returncode == 0, out.stderr
     assert set(out.stdout.split()) == expected
+
+
+# --- notes and verdicts once, --quiet ----------------------------------------------------------
+
+PD = ("pd", "llama-3.1-70b", "h100-sxm", "--system", "hgx-h100-8", "--trace", str(TRACE),
+      "--ttft", "p99<=10s", "--tpot", "p99<=100ms", "--no-sensitivity")
+
+
+def _notes(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("Note: ")]
+
+
+def test_pd_prints_each_note_once_tagged_by_tp(invoke):
+    result = invoke(*PD)
+    assert result.exit_code == 0, result.stderr
+    notes = _notes(result.stderr)
+    assert len(notes) == len(set(notes)) and len(notes) < 25
+    activation = [n for n in notes if "activation peak estimated" in n]
+    assert len(activation) >= 2  # one per TP searched, each saying which
+    assert all(n.startswith("Note: vllm tp=") for n in activation)
+    assert len({n.split(":")[1] for n in activation}) == len(activation)
+    assert not any("--max-num-seqs" in n for n in notes)  # the concurrency warning belongs to kvplan fit
+
+
+def test_quiet_drops_the_notes_not_the_answer(invoke):
+    loud = invoke(*PD, "--format", "json")
+    quiet = invoke("--quiet", *PD, "--format", "json")
+    assert quiet.exit_code == loud.exit_code == 0
+    assert _notes(loud.stderr) and not _notes(quiet.stderr)
+    assert quiet.stdout == loud.stdout
+    again = invoke(*PD, "--format", "json")  # --quiet does not stick to the next command
+    assert _notes(again.stderr) == _notes(loud.stderr)
+
+
+def test_quiet_after_the_command_in_a_shell():
+    loud = _run("fit", "llama-3.1-8b", "h100-sxm")
+    quiet = _run("fit", "llama-3.1-8b", "h100-sxm", "--quiet")
+    assert loud.returncode == quiet.returncode == 0
+    assert "Note: " in loud.stderr and "Note: " not in quiet.stderr
+    assert quiet.stdout == loud.stdout
+
+
+def test_infeasible_pd_verdict_is_said_once(invoke):
+    result = invoke("pd", "llama-3.1-8b", "h100-sxm", "--qps", "1", "--isl", "32k", "--osl", "64",
+                    "--ttft", "p99<=10ms", "--tpot", "p99<=100ms", "--no-sensitivity")
+    assert result.exit_code == 1
+    assert "Verdict:" not in result.stdout
+    both = result.stdout + result.stderr
+    assert both.count("TTFT p99 ≤ 10.00 ms is unattainable") == 1
+    assert result.stderr.count("Error: ") == 1 and "Hint: " in result.stderr
+
+
+def test_check_explains_a_shared_cause_once(invoke, tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text((ROOT / "examples" / "plans" / "llama70b-h100-fail.yaml").read_text()
+                    + "  - max_concurrency_at_max_len >= 12\n  - max_concurrency_at_max_len >= 20\n")
+    result = invoke("check", plan)
+    assert result.exit_code == 1
+    out = result.stdout
+    assert out.count("  FAIL  ") == 3
+    assert out.count("        why:\n") == 1 and out.count("why: the same as above") == 2
+    assert out.count("max concurrency at 131,072 tokens = 62,469 blocks") == 1

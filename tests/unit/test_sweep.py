@@ -15,7 +15,9 @@ import pytest
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.sizing.fit import fit
 from kvplan.plans.sizing.size import size
-from kvplan.plans.check.sweep import Grid, block_csv, block_frame, load_grid, sweep, write_sweep
+from kvplan.plans.check.sweep import Grid, load_grid, sweep, sweep_stream
+from kvplan.plans.check.sweep_write import block_frame, write_sweep
+from kvplan.plans.check.sweep_format import CACHE_COLUMNS, INT_COLUMNS, LATENCY_COLUMNS, block_csv, block_csv_bytes
 
 FIT_KEYS = ["kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence",
             "kv_bytes_per_sequence_per_gpu", "kv_bytes_total", "kv_bytes_total_per_gpu", "weights_bytes_per_gpu",
@@ -170,14 +172,18 @@ def test_unknown_model_in_grid():
     assert "unknown model 'llama-3.1-7b'" in err.value.message
 
 
-def test_csv_text_equals_pandas_reading_of_the_columns(result):
+@pytest.mark.parametrize("index", [0, 5, -1])
+def test_csv_text_equals_pandas_reading_of_the_columns(result, index):
     import pandas as pd
 
-    block = result.blocks[5]
-    text = ",".join(block.column_names) + "\n" + block_csv(block)
-    ours = pd.read_csv(io.StringIO(text))
+    block = result.blocks[index]
+    header = ",".join(block.column_names) + "\n"
+    python = pd.read_csv(io.StringIO(header + block_csv(block)))
     theirs = pd.read_csv(io.StringIO(block_frame(block).to_csv(index=False)))
-    pd.testing.assert_frame_equal(ours, theirs, check_exact=True)
+    pd.testing.assert_frame_equal(python, theirs, check_exact=True, check_dtype=False)  # 2.0 vs 2
+    if importlib.util.find_spec("pyarrow") is not None:
+        arrow = pd.read_csv(io.StringIO(header + bytes(block_csv_bytes(block)).decode()))
+        pd.testing.assert_frame_equal(arrow, python, check_exact=True)
 
 
 def test_write_csv_whole_and_rereadable(result, tmp_path):
@@ -187,9 +193,62 @@ def test_write_csv_whole_and_rereadable(result, tmp_path):
         rows = list(csv.DictReader(handle))
     assert len(rows) == result.rows
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.csv"]
-    first = rows_of(result)[0]
-    assert float(rows[0]["kv_cache_memory_bytes"]) == first["kv_cache_memory_bytes"]
-    assert rows[0]["fits"] in ("True", "False")
+    lib = rows_of(result)
+    assert {r["fits"] for r in rows} == {"true", "false"}
+    no_cache = 0
+    for row, want in zip(rows, lib):
+        if want["kv_cache_memory_bytes"] <= 0:  # weights leave no KV memory: the cache cells are empty
+            no_cache += 1
+            assert all(row[c] == "" for c in CACHE_COLUMNS) and row["fits"] == "false"
+        else:
+            assert float(row["kv_cache_memory_bytes"]) == want["kv_cache_memory_bytes"]
+            assert int(row["num_blocks"]) == want["num_blocks"]
+    assert 0 < no_cache < len(rows)
+
+
+def test_csv_has_no_negative_figures_and_typed_cells(result, tmp_path):
+    out = tmp_path / "sweep.csv"
+    write_sweep(result, out)
+    rows = list(csv.DictReader(out.open()))
+    not_fitting = [r for r in rows if r["fits"] == "false"]
+    assert not_fitting and len(not_fitting) < len(rows)
+    for row in rows:
+        for key, cell in row.items():
+            assert not cell.startswith("-"), (key, row)
+            if key in INT_COLUMNS and cell:
+                assert cell.isdigit(), (key, cell)  # integers as integers: no 1024.0
+        if row["fits"] == "false":
+            assert all(row[c] == "" for c in LATENCY_COLUMNS), row
+    fitting = [r for r in rows if r["fits"] == "true" and r["pp"] == "1"]
+    assert all(float(r["decode_step_s"]) > 0 for r in fitting)
+
+
+def test_parquet_types_and_nulls(result, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "sweep.parquet"
+    write_sweep(result, out)
+    table = pq.read_table(out)
+    assert table.num_rows == result.rows
+    for name in INT_COLUMNS:
+        assert str(table.schema.field(name).type) == "int64", name
+    assert str(table.schema.field("fits").type) == "bool"
+    frame = table.to_pandas()
+    bad = frame[~frame["fits"]]
+    assert bad[list(LATENCY_COLUMNS)].isna().all().all()
+    no_cache = frame["kv_cache_memory_bytes"].isna()
+    assert no_cache.any() and (~frame.loc[no_cache, "fits"]).all()
+    assert (frame.select_dtypes("number").fillna(0) >= 0).all().all()
+
+
+def test_stream_in_chunks_equals_the_whole(tmp_path):
+    grid = Grid(models=["llama-3.1-8b", "llama-3.1-70b"], hardware=["h100-sxm"], seq=[1, 1000, 4096, 32768, 131072],
+                batch=[1, 3, 16], kv_dtype=["bf16", "fp8"], tp=[1, 2])
+    whole, chunked = tmp_path / "whole.csv", tmp_path / "chunked.csv"
+    write_sweep(sweep(grid), whole)
+    stream = sweep_stream(grid, chunk_points=4)  # one or two seq values per chunk
+    write_sweep(stream, chunked)
+    assert chunked.read_text() == whole.read_text()
+    assert stream.rows == 2 * 5 * 3 * 2 * 2
 
 
 def test_parquet_needs_pyarrow(result, tmp_path):

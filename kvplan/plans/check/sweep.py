@@ -14,6 +14,9 @@ numpy evaluation:
     decode step         = roofline decode_step(batch, context = seq)       (n_seq × n_batch)
 
 Rows come out seq-major, batch-minor within a combination, combinations in grid order.
+:func:`sweep_stream` yields them in chunks of at most ``CHUNK_POINTS`` points (every
+combination checked first), so that writing (kvplan.plans.check.sweep_write) holds one
+chunk at a time; :func:`sweep` collects them all.
 A combination the engines reject (tp not dividing the KV heads, a profile without TP) is
 skipped and counted; so are sequence lengths beyond a model's context unless
 ``allow_long_context``. With ``strict`` the first rejection is the error instead.
@@ -37,6 +40,7 @@ from kvplan.calc.kv import kv_layout
 from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
 from kvplan.errors import InputError, KvplanError, MissingFigureError
 from kvplan.plans.check.planfile import Tokens, describe_errors, read_yaml
+from kvplan.plans.check.sweep_format import LATENCY_COLUMNS as LATENCY
 from kvplan.units import parse_tokens
 
 # Column order of the output. Scalars of a combination, seq-only and seq × batch values.
@@ -46,9 +50,9 @@ SIZE_FIT_COLUMNS = [
     "kv_bytes_total", "kv_bytes_total_per_gpu", "weights_bytes_per_gpu", "kv_cache_memory_bytes",
     "num_blocks", "kv_cache_tokens", "max_concurrency", "max_context_at_batch", "fits",
 ]
-LATENCY_COLUMNS = ["decode_step_s", "floor_decode_step_s", "decode_tokens_per_s"]
-INT_COLUMNS = {"seq_len", "batch", "tp", "pp", "num_blocks", "kv_cache_tokens", "max_context_at_batch"}
-STR_COLUMNS = {"model", "hardware", "kv_dtype", "engine"}
+LATENCY_COLUMNS = list(LATENCY)
+# points per evaluated chunk: a combination's seq axis is cut so that no chunk holds more
+CHUNK_POINTS = 1 << 18
 
 
 def _listed(value):
@@ -161,6 +165,11 @@ class Block:
         n_seq, n_batch = self.shape
         return n_seq * n_batch
 
+    @property
+    def no_cache(self) -> bool:
+        """Weights and reserves leave no KV memory: the cache figures are meaningless (empty in files)."""
+        return bool(self.scalars["kv_cache_memory_bytes"] <= 0)
+
     def columns(self) -> dict[str, np.ndarray | object]:
         """Every output column, expanded to one value per row (scalars stay scalars)."""
         n_seq, n_batch = self.shape
@@ -215,42 +224,56 @@ def _fit_scalars(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str
     return row
 
 
-def _block(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, seqs: np.ndarray,
-           batches: np.ndarray, latency_model) -> Block:
+def _blocks(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, seqs: np.ndarray,
+            batches: np.ndarray, latency_model, chunk_points: int = CHUNK_POINTS) -> Iterator[Block]:
+    """The combination's points, in chunks of at most ``chunk_points`` (whole seq rows).
+
+    Everything that can reject the combination runs before the first chunk is made; calling
+    ``next`` once therefore checks it (the caller does so for every combination up front).
+    """
     profile = get_profile(engine)
     layout = kv_layout(card, profile, dtype, tp, pp, block_size=grid.block_size,
                        max_num_batched_tokens=grid.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
     f = _fit_scalars(card, hw, grid, dtype, tp, pp, engine)
     kv_bytes, blocks, block_bytes = f["kv_cache_memory_bytes"], float(f["num_blocks"]), f["block_bytes_per_gpu"]
     pool = blocks * block_bytes
-    per_seq = layout.sequence_bytes(seqs)
-    per_seq_gpu = layout.sequence_bytes(seqs, per_gpu=True)
-    with np.errstate(divide="ignore"):
-        concurrency = np.where(per_seq_gpu > 0, pool / per_seq_gpu, math.inf)
-    # fit rounds with Python's round(); n_seq calls per combination, not one per point
-    rounded = np.array([round(float(c), 4) for c in concurrency])
+    scalars = {"model": card.name, "hardware": hw.name, "kv_dtype": layout.kv_dtype, "tp": tp, "pp": pp,
+               "engine": engine, "kv_bytes_per_token": f["kv_bytes_per_token"],
+               "kv_bytes_per_token_per_gpu": f["kv_bytes_per_token_per_gpu"],
+               "weights_bytes_per_gpu": f["weights_bytes_per_gpu"], "kv_cache_memory_bytes": kv_bytes,
+               "num_blocks": f["num_blocks"], "kv_cache_tokens": f["kv_cache_tokens"]}
     upper = max(card.max_context, int(seqs.max()))
     longest = layout.max_sequence_len(pool, batches, upper=upper)           # per batch value
-    max_context = np.minimum(longest[None, :], np.maximum(card.max_context, seqs)[:, None])
-    grid_arrays = {
-        "kv_bytes_total": per_seq[:, None] * batches[None, :],
-        "kv_bytes_total_per_gpu": per_seq_gpu[:, None] * batches[None, :],
-        "max_context_at_batch": max_context.astype(np.int64),
-        "fits": (kv_bytes > 0) & (concurrency[:, None] >= batches[None, :]),
-    }
-    if latency_model is not None:
-        grid_arrays.update(latency_model(seqs, batches))
-    return Block(
-        scalars={"model": card.name, "hardware": hw.name, "kv_dtype": layout.kv_dtype, "tp": tp, "pp": pp,
-                 "engine": engine, "kv_bytes_per_token": f["kv_bytes_per_token"],
-                 "kv_bytes_per_token_per_gpu": f["kv_bytes_per_token_per_gpu"],
-                 "weights_bytes_per_gpu": f["weights_bytes_per_gpu"], "kv_cache_memory_bytes": kv_bytes,
-                 "num_blocks": f["num_blocks"], "kv_cache_tokens": f["kv_cache_tokens"]},
-        seq_arrays={"seq_len": seqs.astype(np.int64), "kv_bytes_per_sequence": per_seq,
-                    "kv_bytes_per_sequence_per_gpu": per_seq_gpu, "max_concurrency": rounded},
-        batch_arrays={"batch": batches.astype(np.int64)},
-        grid_arrays=grid_arrays,
-    )
+    step = max(1, chunk_points // len(batches))
+    yield None  # checked
+    for start in range(0, len(seqs), step):
+        chunk = seqs[start:start + step]
+        per_seq = layout.sequence_bytes(chunk)
+        per_seq_gpu = layout.sequence_bytes(chunk, per_gpu=True)
+        with np.errstate(divide="ignore"):
+            concurrency = np.where(per_seq_gpu > 0, pool / per_seq_gpu, math.inf)
+        # fit rounds with Python's round(); n_seq calls per combination, not one per point
+        rounded = np.array([round(float(c), 4) for c in concurrency])
+        grid_arrays = {
+            "kv_bytes_total": per_seq[:, None] * batches[None, :],
+            "kv_bytes_total_per_gpu": per_seq_gpu[:, None] * batches[None, :],
+            "fits": (kv_bytes > 0) & (concurrency[:, None] >= batches[None, :]),
+        }
+        batch_arrays = {"batch": batches.astype(np.int64)}
+        if chunk.max() <= card.max_context:  # min(longest, max(model max, seq)) depends on batch only
+            batch_arrays["max_context_at_batch"] = np.minimum(longest, card.max_context).astype(np.int64)
+        else:
+            grid_arrays["max_context_at_batch"] = np.minimum(
+                longest[None, :], np.maximum(card.max_context, chunk)[:, None]).astype(np.int64)
+        if latency_model is not None:
+            grid_arrays.update(latency_model(chunk, batches))
+        yield Block(
+            scalars=scalars,
+            seq_arrays={"seq_len": chunk.astype(np.int64), "kv_bytes_per_sequence": per_seq,
+                        "kv_bytes_per_sequence_per_gpu": per_seq_gpu, "max_concurrency": rounded},
+            batch_arrays=batch_arrays,
+            grid_arrays=grid_arrays,
+        )
 
 
 def _latency_model(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, notes: list[str],
@@ -292,23 +315,71 @@ def iter_combinations(grid: Grid) -> Iterator[tuple]:
     return itertools.product(grid.models, grid.hardware, grid.kv_dtype, grid.tp, grid.pp, grid.engine)
 
 
+class SweepStream(SweepResult):
+    """A sweep evaluated as it is read: ``blocks`` yields each chunk once, then the counts are final."""
+
+    def __init__(self, grid: Grid, source: Iterator[Block]) -> None:
+        super().__init__(grid=grid, blocks=[])
+        self._source = source
+        self._rows = 0
+        self._first: list[Block] = []
+
+    def empty(self) -> bool:
+        """True when no point is valid (evaluates the first block, kept for the reading)."""
+        if not self._first:
+            self._first = [block for block in itertools.islice(self._source, 1)]
+        return not self._first
+
+    def __iter__(self) -> Iterator[Block]:
+        for block in itertools.chain(self._first, self._source):
+            self._rows += block.rows
+            yield block
+        self._first = []
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    @property
+    def column_names(self) -> list[str]:
+        return COORDINATES + SIZE_FIT_COLUMNS + (LATENCY_COLUMNS if self.grid.latency else [])
+
+
 def sweep(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool = False,
           progress: Callable[[int, int], None] | None = None) -> SweepResult:
     """Evaluate every grid point; ``progress(points_done, points_total)`` after each combination."""
+    stream = sweep_stream(grid, cards=cards, strict=strict, progress=progress)
+    blocks = list(stream)
+    return SweepResult(grid=stream.grid, blocks=blocks, skipped=stream.skipped, notes=stream.notes,
+                       latency_notes=stream.latency_notes, seconds=stream.seconds)
+
+
+def sweep_stream(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool = False,
+                 progress: Callable[[int, int], None] | None = None,
+                 chunk_points: int = CHUNK_POINTS) -> SweepStream:
+    """The sweep as a stream of blocks of at most ``chunk_points`` points (memory stays bounded).
+
+    ``skipped``, ``notes``, ``latency_notes`` and ``seconds`` are complete once it is read.
+    """
+    grid = grid if isinstance(grid, Grid) else load_grid(grid)
+    stream = SweepStream(grid, iter(()))
+    stream._source = _evaluate(grid, stream, cards, strict, progress, chunk_points)
+    return stream
+
+
+def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_points) -> Iterator[Block]:
     from kvplan.cards.loader import load_hardware, load_model
 
-    grid = grid if isinstance(grid, Grid) else load_grid(grid)
     start = time.perf_counter()
     models = {m: load_model(m, cards) for m in grid.models}
     hardware = {h: load_hardware(h, cards) for h in grid.hardware}
     seqs_all = np.array(grid.seq, dtype=np.float64)
     batches = np.array(grid.batch, dtype=np.float64)
-    per_combination = len(grid.seq) * len(grid.batch)
-    result = SweepResult(grid=grid, blocks=[])
     reasons: dict[str, int] = {}
     notes: list[str] = []
     latency_notes: list[str] = []
     done = 0
+    ready = []  # every combination is checked (strict errors raised) before the first point is made
     for model, hw_name, dtype, tp, pp, engine in iter_combinations(grid):
         card, hw = models[model], hardware[hw_name]
         seqs = seqs_all if grid.allow_long_context else seqs_all[seqs_all <= card.max_context]
@@ -323,180 +394,21 @@ def sweep(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool
         if len(seqs):
             try:
                 latency_model = _latency_model(card, hw, grid, dtype, tp, pp, engine, notes, latency_notes)
-                result.blocks.append(_block(card, hw, grid, dtype, tp, pp, engine, seqs, batches, latency_model))
+                chunks = _blocks(card, hw, grid, dtype, tp, pp, engine, seqs, batches, latency_model, chunk_points)
+                next(chunks)
             except InputError as exc:
                 if strict:
                     raise
                 reasons[exc.message] = reasons.get(exc.message, 0) + len(seqs) * len(grid.batch)
-        done += per_combination
-        if progress is not None:
-            progress(done, grid.points)
+            else:
+                ready.append(chunks)
     result.skipped = list(reasons.items())
     result.notes = list(dict.fromkeys(notes))
     result.latency_notes = list(dict.fromkeys(latency_notes))
-    result.seconds = time.perf_counter() - start
-    return result
-
-
-# --------------------------------------------------------------------------- output
-
-OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-
-
-def output_format(path: Path | None) -> str:
-    """csv or parquet from the file name; checked before any work (pyarrow must be there for parquet)."""
-    if path is None:
-        return "csv"
-    fmt = OUTPUT_FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InputError(f"cannot tell the format of '{path}'", "name the output .csv or .parquet")
-    if fmt == "parquet":
-        import importlib.util
-
-        if importlib.util.find_spec("pyarrow") is None:
-            raise InputError(f"writing '{path}' needs pyarrow, which is not installed",
-                             "pip install 'kvplan[parquet]', or write .csv")
-    directory = Path(path).parent
-    if not directory.is_dir():
-        raise InputError(f"cannot write '{path}': no directory '{directory}'", "create the directory first")
-    return fmt
-
-
-def block_frame(block: Block, *, whole_numbers_as_int: bool = True):
-    """One block as a pandas DataFrame (float columns holding only whole numbers become int64)."""
-    import pandas as pd
-
-    columns = block.columns()
-    n = block.rows
-    data = {}
-    for name, values in columns.items():
-        if not isinstance(values, np.ndarray):
-            values = np.full(n, values, dtype=object if name in STR_COLUMNS else None)
-        if values.dtype == np.float64 and whole_numbers_as_int and name not in LATENCY_COLUMNS:
-            finite = np.isfinite(values).all() and np.abs(values).max(initial=0) < 2**53
-            if finite and (values == np.floor(values)).all():
-                values = values.astype(np.int64)
-        data[name] = values
-    return pd.DataFrame(data, copy=False)
-
-
-def write_sweep(result: SweepResult, path: Path | None, *, progress: Callable[[int, int], None] | None = None,
-                stream=None) -> None:
-    """Write every row to ``path`` (.csv or .parquet) whole or not at all; to ``stream`` when path is None."""
-    import os
-    import tempfile
-
-    fmt = output_format(path)
-    if path is None:
-        _write_csv(result, stream, progress)
-        return
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
-    try:
-        if fmt == "csv":
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-                _write_csv(result, handle, progress)
-        else:
-            os.close(fd)
-            _write_parquet(result, tmp, progress)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write '{path}': {exc.strerror or exc}", "choose a writable path") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _write_csv(result: SweepResult, handle, progress) -> None:
-    handle.write(",".join(result.column_names) + "\n")
-    done = 0
-    for block in result.blocks:
-        handle.write(block_csv(block))
-        done += block.rows
-        if progress is not None:
-            progress(done, result.rows)
-
-
-def _csv_values(values):
-    """Values whose ``str()`` is their CSV text: whole floats as ints, NaN as empty, floats as repr."""
-    if isinstance(values, np.ndarray):
-        if values.dtype == np.float64:
-            if (np.isfinite(values).all() and np.abs(values).max(initial=0) < 2**53
-                    and (values == np.floor(values)).all()):
-                return values.astype(np.int64).tolist()
-            out = values.tolist()
-            return ["" if v != v else v for v in out] if np.isnan(values).any() else out
-        return values.tolist()
-    if isinstance(values, float) and values.is_integer() and abs(values) < 2**53:
-        return int(values)
-    return values
-
-
-def block_csv(block: Block) -> str:
-    """One block's CSV rows (no header), built from its factored form.
-
-    Runs of columns that are constant along the batch axis (scalars and seq arrays) are joined
-    once per seq value, batch columns once per batch value; only the seq × batch columns are
-    formatted per point. Same text as pandas ``to_csv`` would give for these types (floats in
-    shortest round-trip form), about 3× faster; card names never contain commas or quotes.
-    """
-    n_seq, n_batch = block.shape
-    streams: list[list] = []
-    template: list[str] = []
-    names = block.column_names
-    i = 0
-    while i < len(names):
-        kind = _axis(block, names[i])
-        j = i
-        while j < len(names) and _axis(block, names[j]) == kind:
-            j += 1
-        run = names[i:j]
-        if kind == "grid":
-            streams.extend(_csv_values(block.grid_arrays[n].ravel()) for n in run)
-            template.append(",".join("{}" for _ in run))
-        else:
-            length = n_seq if kind == "seq" else n_batch
-            columns = []
-            for name in run:
-                source = block.scalars.get(name) if name in block.scalars else (
-                    block.seq_arrays[name] if kind == "seq" else block.batch_arrays[name])
-                values = _csv_values(source)
-                columns.append(values if isinstance(values, list) else [values] * length)
-            joined = [",".join(map(str, row)) for row in zip(*columns)]
-            streams.append([s for s in joined for _ in range(n_batch)] if kind == "seq" else joined * n_seq)
-            template.append("{}")
-        i = j
-    line = ",".join(template) + "\n"
-    return "".join(map(line.format, *streams))
-
-
-def _axis(block: Block, name: str) -> str:
-    if name in block.grid_arrays:
-        return "grid"
-    return "batch" if name in block.batch_arrays else "seq"
-
-
-def _write_parquet(result: SweepResult, tmp: str, progress) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def arrow_type(name):
-        if name in STR_COLUMNS:
-            return pa.dictionary(pa.int32(), pa.string())
-        if name in INT_COLUMNS:
-            return pa.int64()
-        return pa.bool_() if name == "fits" else pa.float64()
-
-    schema = pa.schema([(name, arrow_type(name)) for name in result.column_names])
-    done = 0
-    with pq.ParquetWriter(tmp, schema) as writer:
-        for block in result.blocks:
-            frame = block_frame(block, whole_numbers_as_int=False)
-            writer.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
+    for chunks in ready:
+        for block in chunks:
             done += block.rows
-            if progress is not None:
-                progress(done, result.rows)
+            yield block
+        if progress is not None:
+            progress(done, grid.points)
+    result.seconds = time.perf_counter() - start

@@ -108,7 +108,7 @@ def engine_memory(card: ModelCard, profile, layout, gpu_bytes: float, utilizatio
     if activation is None:
         activation = activation_peak_bytes(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile)) if uses_profiling else 0.0
         if uses_profiling:
-            notes.append(f"{eng}: activation peak estimated at {format_bytes(activation)} for "
+            notes.append(f"{eng} tp={t}: activation peak estimated at {format_bytes(activation)} for "
                          f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")
     non_torch = overrides.non_torch_bytes or 0.0
     cudagraph = overrides.cudagraph_bytes or 0.0
@@ -138,12 +138,14 @@ def fit(
     gpu_memory_utilization: float | None = None, block_size: int | None = None,
     max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
     overrides: Overrides = Overrides(), allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+    warn_concurrency: bool = False,
 ) -> Result:
     """Memory budget, blocks, tokens and concurrency for ``model`` on ``hardware`` (one GPU's view).
 
     ``seq`` None: the model's maximum context, as vLLM defaults ``max_model_len`` to the
     config's ``max_position_embeddings`` (vllm/config/model.py: ``_get_and_verify_max_len``).
-    ``max_num_seqs`` None: vLLM's default 256 for the profiling run, without the concurrency warning.
+    ``max_num_seqs`` None: vLLM's default 256 for the profiling run. ``warn_concurrency``: a note
+    when the given ``max_num_seqs`` exceeds the cache's max concurrency (``kvplan fit --max-num-seqs``).
     """
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
     hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
@@ -200,7 +202,7 @@ def fit(
                 "fits": bool(kv_bytes > 0 and concurrency >= b),
             })
             rows.append(row)
-    if seqs_given is not None:
+    if seqs_given is not None and warn_concurrency:
         short = [r for r in rows if r["max_concurrency"] < seqs_given]
         if short:
             r = min(short, key=lambda r: r["max_concurrency"])

@@ -1,0 +1,156 @@
+"""Writing a sweep: CSV (stdout or a file) or Parquet, whole or not at all, one block at a time.
+
+Cells and types are those of :mod:`kvplan.plans.check.sweep_format`. Blocks of a
+:class:`~kvplan.plans.check.sweep.SweepStream` are evaluated, formatted (on worker threads,
+a few blocks ahead) and written in order, then dropped: memory stays bounded by the chunk size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from kvplan.errors import InputError
+from kvplan.plans.check.sweep import COORDINATES, Block, SweepResult, SweepStream
+
+OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def output_format(path: Path | None) -> str:
+    """csv or parquet from the file name; checked before any work (pyarrow must be there for parquet)."""
+    if path is None:
+        return "csv"
+    fmt = OUTPUT_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError(f"cannot tell the format of '{path}'", "name the output .csv or .parquet")
+    if fmt == "parquet":
+        import importlib.util
+
+        if importlib.util.find_spec("pyarrow") is None:
+            raise InputError(f"writing '{path}' needs pyarrow, which is not installed",
+                             "pip install 'kvplan[parquet]', or write .csv")
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise InputError(f"cannot write '{path}': no directory '{directory}'", "create the directory first")
+    return fmt
+
+
+def block_frame(block: Block):
+    """One block as a pandas DataFrame, typed and with empty cells as the written files have them."""
+    from kvplan.plans.check.sweep_format import arrow_schema, block_table
+
+    return block_table(block, arrow_schema(block.column_names)).to_pandas()
+
+
+def write_sweep(result: SweepResult, path: Path | None, *, progress: Callable[[int, int], None] | None = None,
+                stream=None) -> int:
+    """Write every row to ``path`` (.csv or .parquet) whole or not at all; to ``stream`` when path is None.
+
+    ``result`` may be a :class:`SweepStream`: blocks are then evaluated, written and dropped one
+    at a time. Returns the number of rows written.
+    """
+    import os
+    import tempfile
+
+    fmt = output_format(path)
+    if path is None:
+        return _write_csv(result, stream, progress)
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
+    try:
+        if fmt == "csv":
+            with os.fdopen(fd, "wb") as handle:
+                rows = _write_csv(result, handle, progress)
+        else:
+            os.close(fd)
+            rows = _write_parquet(result, tmp, progress)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"cannot write '{path}': {exc.strerror or exc}", "choose a writable path") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return rows
+
+
+def _blocks_of(result: SweepResult) -> Iterator[Block]:
+    return iter(result) if isinstance(result, SweepStream) else iter(result.blocks)
+
+
+def _pipelined(blocks: Iterator[Block], work: Callable, depth: int = 3) -> Iterator[tuple[int, object]]:
+    """``(rows, work(block))`` in order, with up to ``depth`` blocks formatted ahead on worker threads.
+
+    Arrow's kernels and the Parquet writer release the GIL, so formatting overlaps evaluation
+    and writing; at most ``depth`` formatted blocks are held (memory stays bounded).
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending: deque = deque()
+        for block in blocks:
+            pending.append((block.rows, pool.submit(work, block)))
+            if len(pending) >= depth:
+                rows, future = pending.popleft()
+                yield rows, future.result()
+        while pending:
+            rows, future = pending.popleft()
+            yield rows, future.result()
+
+
+def _write_csv(result: SweepResult, handle, progress) -> int:
+    """CSV through Arrow's kernels when pyarrow is installed, else by Python joins (same cells)."""
+    import importlib.util
+
+    from kvplan.plans.check.sweep_format import block_csv, block_csv_bytes
+
+    binary = not hasattr(handle, "encoding")
+    out = handle if binary else getattr(handle, "buffer", None)
+    header = ",".join(result.column_names) + "\n"
+    if out is None:  # a text stream without a byte layer (tests' capture): Python joins
+        handle.write(header)
+        chunks = ((block.rows, block_csv(block)) for block in _blocks_of(result))
+        write = handle.write
+    else:
+        if not binary:
+            handle.flush()
+        out.write(header.encode())
+        if importlib.util.find_spec("pyarrow") is not None:
+            chunks = _pipelined(_blocks_of(result), block_csv_bytes)
+        else:
+            chunks = ((block.rows, block_csv(block).encode()) for block in _blocks_of(result))
+        write = out.write
+    done = 0
+    for rows, text in chunks:
+        write(text)
+        done += rows
+        if progress is not None:
+            progress(done, max(result.rows, done))
+    (out or handle).flush()
+    return done
+
+
+# Parquet: LZ4 pages, dictionaries for the string columns only (the numbers do not repeat enough
+# to pay for one), statistics on the coordinates (what readers filter on).
+PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
+                   "write_statistics": COORDINATES + ["fits"]}
+
+
+def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
+    import pyarrow.parquet as pq
+
+    from kvplan.plans.check.sweep_format import arrow_schema, block_table
+
+    schema = arrow_schema(result.column_names)
+    done = 0
+    with pq.ParquetWriter(tmp, schema, **PARQUET_OPTIONS) as writer:
+        for rows, table in _pipelined(_blocks_of(result), lambda block: block_table(block, schema)):
+            writer.write_table(table)
+            done += rows
+            if progress is not None:
+                progress(done, max(result.rows, done))
+    return done
