@@ -1,8 +1,8 @@
 """A deployment behind the router: its KV pool is each instance's prefix cache, its fleet model gives
 service times, TTFT and GPUs (:mod:`kvplan.plans.fleet.model`, the model of ``kvplan plan``).
 
-- cache per instance = the engine's KV pool, ``num_blocks × block_size`` tokens (``kvplan fit``'s
-  ``kv_cache_tokens``). The pool also holds the running requests' KV, so this is the prefix cache's
+- cache per instance = the engine's KV pool, ``num_blocks × block_size`` tokens (the deployment's
+  :class:`kvplan.plans.deployment.KVPool`, ``kvplan fit``'s ``kv_cache_tokens``). The pool also holds the running requests' KV, so this is the prefix cache's
   upper bound (vLLM and SGLang keep cached blocks in the same pool and evict them first).
 - time in system of request i at N instances, for counting loads: the fleet at N (``FleetModel.evaluate``)
   gives the mean TTFT's waits W, the prefill S(ISL) at its mean batch and the mean TPOT m:
@@ -65,12 +65,14 @@ class ServiceModel:
     def __post_init__(self) -> None:
         self.workload = FleetWorkload.from_trace(self.trace)
         plan = plan_aggregated(self.card, self.hardware, self.workload, self.slos, self.shape, self.engine,
-                               max_utilization=self.max_utilization, allow_long_context=True, cards=self.cards)
+                               system=self.system, max_utilization=self.max_utilization, allow_long_context=True,
+                               cards=self.cards)
         if plan.figures is None or plan.figures.batch_kv < 1:
             raise InfeasibleError(f"the deployment cannot serve the trace: {plan.reason}", plan.hint)
         self.plan, self.setup = plan, plan.setup
         self.cost, self.machine, self.layout = plan.setup["cost"], plan.setup["machine"], plan.setup["layout"]
-        self.cache_tokens = int(plan.setup["fit_row"]["kv_cache_tokens"])
+        self.pool = plan.setup["deployment"].pool
+        self.cache_tokens = int(self.pool.tokens_per_instance)
         self.base = fm.FleetModel(plan.figures, self.workload.lengths, self.workload.rate_per_s,
                                   self.workload.arrival_scv, self.slos, self.max_utilization)
         isl = self.trace.isl.astype(np.float64)
@@ -80,9 +82,9 @@ class ServiceModel:
         self.notes = list(dict.fromkeys([*plan.assumptions, self._cache_note()]))
 
     def _cache_note(self) -> str:
-        row = self.setup["fit_row"]
+        pool = self.pool
         return (f"per-instance prefix cache = the KV pool of {self.plan.model} on {self.shape.gpus}× {self.plan.hardware} "
-                f"({self.engine.engine}): {row['num_blocks']:,} blocks × {row['block_size']} tokens = "
+                f"({self.engine.engine}): {pool.blocks_per_gpu:,} blocks × {pool.block_size} tokens = "
                 f"{self.cache_tokens:,} tokens (shared with running requests: an upper bound)")
 
     def point(self, n: int) -> fm.Point:
