@@ -26,7 +26,7 @@ TRACES_DIR = ROOT / "examples" / "traces"  # the real traces, shipped with attri
 
 
 def _allowed_roots() -> tuple[str, ...]:
-    roots = {str(ROOT), tempfile.gettempdir(), os.path.realpath(tempfile.gettempdir()), sys.prefix, sys.base_prefix,
+    roots = {str(ROOT), sys.prefix, sys.base_prefix,
              sys.exec_prefix, *site.getsitepackages(), site.getusersitepackages(),
              *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))}
     roots |= {os.path.realpath(r) for r in list(roots)}
@@ -35,6 +35,8 @@ def _allowed_roots() -> tuple[str, ...]:
 
 OUTSIDE = os.path.realpath(ROOT.parent).rstrip(os.sep) + os.sep
 ALLOWED = _allowed_roots()
+# a checkout directly in the temporary directory: pytest's and tempfile's own folders there are fine
+TEMP_IS_PARENT = os.path.realpath(tempfile.gettempdir()).rstrip(os.sep) + os.sep == OUTSIDE
 OUTSIDE_READS: list[str] = []
 
 
@@ -45,6 +47,8 @@ def _audit(event: str, args) -> None:
     if not os.path.isabs(path):
         path = os.path.join(os.getcwd(), path)
     full = os.path.normpath(path) + os.sep
+    if TEMP_IS_PARENT and full[len(OUTSIDE):].startswith(("pytest-of-", "tmp")):
+        return
     if full.startswith(OUTSIDE) and not full.startswith(ALLOWED):
         real = os.path.realpath(path) + os.sep
         if real.startswith(ALLOWED):
