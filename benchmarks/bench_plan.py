@@ -14,7 +14,7 @@ from kvplan.plans.fleet.plan import fleet_workload
 from kvplan.sim import simulate_plan
 from kvplan.workload.summary import summarise
 from kvplan.workload.traces import read_trace
-from timing import best
+from timing import best, best_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ("AzureLLMInferenceTrace_conv.csv", "AzureLLMInferenceTrace_code.csv", "conversation_trace.jsonl")
@@ -46,14 +46,31 @@ def bench_simulation(requests: int = 10_000) -> None:
     for qps, isl, osl, model, tp in ((20, "1k:4k", "200:800", "llama-3.1-8b", 1), (400, "256", "512", "llama-3.1-70b", 8)):
         workload = fleet_workload(qps=qps, isl=isl, osl=osl)
         t_plan, plan = best(lambda: plan_aggregated(model, "h100-sxm", workload, SLOS, Shape(tp=tp)))
-        t_sim, sim = best(lambda: simulate_plan(plan, workload, requests, seed=0), runs=2)
+        t_sim, c_sim, sim = best_cpu(lambda: simulate_plan(plan, workload, requests, seed=0), runs=2)
         print(f"{model} tp{tp} at {qps} req/s (ISL {isl}, OSL {osl}): plan {t_plan * 1e3:.0f} ms → {plan.instances} "
-              f"instance(s); {requests:,}-request simulation {t_sim:.2f} s ({requests / t_sim:,.0f} requests/s, "
+              f"instance(s); {requests:,}-request simulation {t_sim:.2f} s wall, {c_sim:.2f} s CPU "
+              f"({requests / t_sim:,.0f} requests/s, "
               f"{sim.steps:,} steps, {sim.mixed_steps:,} with prefill)")
+
+
+def bench_search() -> None:
+    """A plan with the parallelism search (TP 1, 2, 4, 8): the closed-form search alone, the workload built once."""
+    from kvplan.cards.loader import load_hardware, load_model
+    from kvplan.plans.fleet.search import search_shapes
+
+    card, hw = load_model("llama-3.1-70b"), load_hardware("h100-sxm")
+    for qps, sample in ((20, 100_000), (20, 20_000)):
+        t_work, workload = best(lambda: fleet_workload(qps=qps, isl="1k:4k", osl="200:800", sample_requests=sample),
+                                runs=3)
+        t_search, c_search, found = best_cpu(lambda: search_shapes(card, hw, workload, SLOS), runs=3)
+        print(f"plan with search, llama-3.1-70b on h100-sxm at {qps} req/s ({sample:,}-request length sample): "
+              f"search {t_search:.2f} s wall, {c_search:.2f} s CPU over {len(found.candidates)} shapes → "
+              f"tp={found.best.shape.tp}, {found.best.total_gpus} GPUs; workload sample {t_work:.2f} s")
 
 
 def main() -> None:
     directory = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "examples" / "traces"
+    bench_search()
     bench_traces(directory)
     bench_simulation()
 

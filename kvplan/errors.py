@@ -49,8 +49,8 @@ class CardError(KvplanError):
 class UnknownCardError(CardError):
     """No card has this name or alias."""
 
-    def __init__(self, kind: str, name: str, suggestions: list[str]) -> None:
-        hint = (
+    def __init__(self, kind: str, name: str, suggestions: list[str], hint: str | None = None) -> None:
+        hint = hint or (
             f"did you mean {', '.join(repr(s) for s in suggestions)}?"
             if suggestions
             else f"run 'kvplan cards list' to see the {kind} cards, or pass a path"

@@ -147,6 +147,48 @@ def _params(cfg: dict, card: dict) -> int:
     return int(total)
 
 
+def quantized_weights(cfg: dict) -> tuple[str | None, str | None]:
+    """The weights dtype a ``quantization_config`` declares, and how it was read (None, None: none).
+
+    quant_method (transformers' ``QuantizationMethod``, vLLM's quantization names):
+    fp8 / fbgemm_fp8 → fp8; mxfp4 → mxfp4; awq, gptq, bitsandbytes → int``bits``
+    (``bits`` or ``load_in_4bit``/``load_in_8bit``); modelopt ``quant_algo`` FP8 → fp8, NVFP4 → fp4;
+    compressed-tensors: the ``weights`` of its config groups (``num_bits`` 8/4, ``type`` float/int).
+    An unknown method gives (None, why) and the checkpoint's dtype is used.
+    """
+    q = cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return None, None
+    method = str(q.get("quant_method", "")).lower().replace("_", "-")
+    if method in ("fp8", "fbgemm-fp8", "ptpc-fp8"):
+        return "fp8", f"quantization_config quant_method {method}"
+    if method == "mxfp4":
+        return "mxfp4", "quantization_config quant_method mxfp4"
+    if method in ("awq", "gptq", "bitsandbytes", "auto-round", "hqq"):
+        bits = q.get("bits") or q.get("w_bit") or q.get("nbits")
+        if q.get("load_in_4bit"):
+            bits = 4
+        elif q.get("load_in_8bit"):
+            bits = 8
+        if bits in (4, 8):
+            return f"int{bits}", f"quantization_config quant_method {method}, {bits}-bit"
+        return None, f"quantization_config quant_method {method} with bits {bits!r}: kvplan sizes int4 and int8"
+    if method == "modelopt":
+        algo = str(q.get("quant_algo") or q.get("quantization", {}).get("quant_algo", "")).upper()
+        mapped = {"FP8": "fp8", "NVFP4": "fp4", "W4A8_AWQ": "int4", "W4A16_AWQ": "int4"}.get(algo)
+        return mapped, f"quantization_config modelopt quant_algo {algo}" if mapped else f"modelopt {algo} unknown"
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        weights = [g.get("weights") for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)]
+        kinds = {(w.get("num_bits"), str(w.get("type", "int")).lower()) for w in weights}
+        table = {(8, "float"): "fp8", (8, "int"): "int8", (4, "int"): "int4", (4, "float"): "fp4"}
+        if len(kinds) == 1 and next(iter(kinds)) in table:
+            bits, kind = next(iter(kinds))
+            return table[(bits, kind)], f"quantization_config compressed-tensors weights {bits}-bit {kind}"
+        return None, f"quantization_config compressed-tensors with weights {sorted(kinds)}: not one kvplan sizes"
+    return None, f"quantization_config quant_method {method or '(none)'}: not known to kvplan"
+
+
 def card_dict_from_config(cfg: dict, name: str, source: str) -> dict:
     """The card fields for one config (``text_config`` of multimodal configs is merged in)."""
     if isinstance(cfg.get("text_config"), dict):
@@ -180,6 +222,11 @@ def card_dict_from_config(cfg: dict, name: str, source: str) -> dict:
         "dtype": _DTYPES.get(str(_first(cfg, "torch_dtype", "dtype", default="bfloat16")), "bf16"),
         "layer_groups": _groups(cfg, n_layers, heads, kv_heads, head_dim),
     }
+    weights, how = quantized_weights(cfg)
+    if weights is not None:
+        card["weights_dtype"] = weights
+    if how is not None:
+        card["notes"] += f"; weights {weights or card['dtype']} from {how}"
     moe = _moe(cfg, n_layers, hidden)
     if moe:
         card["moe"] = moe
@@ -202,6 +249,11 @@ def card_from_config_file(path: Path, name: str | None = None) -> ModelCard:
                         "kvplan imports decoder configs of Llama, Qwen, Mistral, Mixtral, DeepSeek, "
                         "Gemma, gpt-oss, Falcon, Phi-3, OPT, GLM and Qwen3-Next") from None
     try:
-        return ModelCard.model_validate(data)
+        card = ModelCard.model_validate(data)
     except ValidationError as exc:
         raise CardError(*describe_validation_error(str(path), exc)) from None
+    weights, how = quantized_weights(cfg)
+    if how is not None:
+        card._resolution = (f"{path}: weights sized as {weights} ({how})" if weights else
+                            f"{path}: {how}; weights sized as the checkpoint's {card.dtype} (pass --weights-dtype)")
+    return card

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
@@ -130,6 +131,13 @@ def _load(kind: str, name_or_path: str, extra: tuple[Path, ...]):
     return parse_card(find_card(kind, name_or_path, extra), schema)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def _is_file(path: Path) -> bool:
     try:
         return path.is_file()
@@ -138,13 +146,80 @@ def _is_file(path: Path) -> bool:
 
 
 def load_model(name_or_path: str, extra: tuple[Path, ...] = ()) -> ModelCard:
-    """A model card by name, alias, card path or Hugging Face ``config.json`` path."""
+    """A model card by name, alias, card path, Hugging Face ``config.json`` or model directory.
+
+    A directory (what ``vllm serve`` takes) is read through its ``config.json``. A repo id that
+    is a known card's alias plus a quantisation suffix (``-FP8``, ``-AWQ``, ``-GPTQ-Int4``, …)
+    resolves to that card with the weights the suffix names (see ``resolve_quantized``).
+    """
     path = Path(name_or_path)
+    if _is_dir(path):
+        config = path / "config.json"
+        if not config.is_file():
+            raise InputError(f"'{name_or_path}' is a directory without a config.json",
+                             "pass a Hugging Face model directory, a config.json, or a card name")
+        path = config
     if path.suffix == ".json" or (_is_file(path) and path.suffix not in (".yaml", ".yml")):
         from kvplan.cards.hf_import import card_from_config_file
 
         return card_from_config_file(path)
-    return _load("model", name_or_path, extra)
+    try:
+        return _load("model", name_or_path, extra)
+    except UnknownCardError as exc:
+        resolved = resolve_quantized(name_or_path, extra)
+        if resolved is None:
+            raise
+        if isinstance(resolved, str):
+            raise UnknownCardError("model", name_or_path, exc.suggestions, hint=resolved) from None
+        return resolved
+
+
+# repo-id suffix (lower case, after a '-') -> the weights dtype it names
+QUANT_SUFFIXES = {
+    "fp8": "fp8", "fp8-dynamic": "fp8", "fp8-block": "fp8", "fp8-static": "fp8", "w8a8-fp8": "fp8",
+    "awq": "int4", "awq-int4": "int4", "gptq": "int4", "gptq-int4": "int4", "int4": "int4", "w4a16": "int4",
+    "4bit": "int4", "bnb-4bit": "int4", "gptq-int8": "int8", "int8": "int8", "w8a8": "int8", "w8a16": "int8",
+    "8bit": "int8", "nvfp4": "fp4", "fp4": "fp4", "mxfp4": "mxfp4",
+}
+_DATED_RELEASE = re.compile(r"-(instruct|thinking)?-?(\d{4})$")
+
+
+def resolve_quantized(name: str, extra: tuple[Path, ...] = ()) -> ModelCard | str | None:
+    """The card a quantised repo id stands for, with its weights dtype and a note; else None.
+
+    ``Org/Model-Instruct-AWQ`` → the card whose name or alias (with or without its org) is
+    ``Model-Instruct``, weights int4. A dated re-release (``…-Instruct-2507``) is not resolved:
+    such releases change the config (Qwen3's 2507 models raise max_position_embeddings), so the
+    answer is a hint naming the base card (a string), and the user passes the release's config.json.
+    """
+    key = name.lower()
+    base, dtype, found = key, None, []
+    for _ in range(3):  # "-awq-int4", "-instruct-fp8-dynamic"
+        for suffix in sorted(QUANT_SUFFIXES, key=len, reverse=True):
+            if base.endswith("-" + suffix):
+                base, dtype = base[: -len(suffix) - 1], dtype or QUANT_SUFFIXES[suffix]
+                found.append(suffix)
+                break
+    index = _index("model", tuple(search_dirs("model", extra)))
+    tails = {alias.rsplit("/", 1)[-1]: path for alias, path in index.items()}
+    dated = _DATED_RELEASE.search(base)
+    if dated:
+        stem = base[: dated.start()].rsplit("/", 1)[-1]
+        match = index.get(stem) or tails.get(stem) or tails.get(stem + "-instruct")
+        if match is not None:
+            return (f"{name} is a dated re-release of {match.stem}, whose config may differ (context length); "
+                    f"pass its config.json (or model directory), or use {match.stem}")
+        return None
+    if dtype is None:
+        return None
+    path = index.get(base) or tails.get(base.rsplit("/", 1)[-1])
+    if path is None:
+        return None
+    card = parse_card(path, ModelCard)
+    card = card.model_copy(update={"weights_dtype": dtype})
+    card._resolution = (f"'{name}' resolved to the {card.name} card with {dtype} weights "
+                        f"(the repo id's -{'-'.join(reversed(found))} suffix)")
+    return card
 
 
 def load_hardware(name_or_path: str, extra: tuple[Path, ...] = ()) -> HardwareCard:

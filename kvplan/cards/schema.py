@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9.\-]*$"
 ModelDtype = Literal["bf16", "fp16", "fp32"]
@@ -128,7 +128,17 @@ class MoE(StrictModel):
 
 
 class ModelCard(Card):
-    """A model's architecture as far as serving cost is concerned."""
+    """A model's architecture as far as serving cost is concerned.
+
+    ``resolution`` (not a card field): how the loader got here when the name asked for was not
+    the card's own (a quantised repo id, a model directory), said as a Note by the commands.
+    """
+
+    _resolution: str | None = PrivateAttr(default=None)
+
+    @property
+    def resolution(self) -> str | None:
+        return self._resolution
 
     family: str
     aliases: list[str] = Field(default_factory=list, description="Hugging Face repo ids")

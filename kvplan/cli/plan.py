@@ -13,7 +13,8 @@ from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, 
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
-from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
+from kvplan.cli.pd import _tps
+from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
 from kvplan.plans.fleet.plan import fleet_workload, plan, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
@@ -51,8 +52,8 @@ def plan_command(
     rate_basis: Annotated[str, typer.Option("--rate-basis", help="A trace's rate: mean, or peak (busiest minute).")] = "mean",
     ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s'.")] = None,
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")] = None,
-    tp: Annotated[int, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance.")] = 1,
-    pp: Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline stages per instance.")] = 1,
+    tp: Annotated[Optional[str], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance: one value pins it, a list (2,4,8) is searched (default 1,2,4,8).")] = None,
+    pp: Annotated[Optional[str], typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline stages per instance: one value or a list (default 1, more only where the weights need it).")] = None,
     engine: EngineOneOpt = "vllm",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
@@ -87,7 +88,9 @@ def plan_command(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
-    result = plan(model, hardware, workload, slos, Shape(tp, pp), settings, scale=_float_list(scale),
+    tps = _tps(tp, "--tp") if tp is not None else None
+    pps = _tps(pp, "--pp") if pp is not None else None
+    result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
                   max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
                   cards=cards_dirs(cards))

@@ -236,7 +236,8 @@ def test_version():
 
 
 def test_show_completion_prints_a_bash_script():
-    out = _run("--show-completion", "bash")
+    # typer detects the shell from the process tree; its own switch makes SHELL an argument instead
+    out = _run("--show-completion", "bash", env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
     assert out.returncode == 0, out.stderr
     assert "_kvplan_completion()" in out.stdout
     assert "_KVPLAN_COMPLETE=complete_bash" in out.stdout
@@ -314,3 +315,97 @@ def test_check_explains_a_shared_cause_once(invoke, tmp_path):
     assert out.count("  FAIL  ") == 3
     assert out.count("        why:\n") == 1 and out.count("why: the same as above") == 2
     assert out.count("max concurrency at 131,072 tokens = 62,469 blocks") == 1
+
+
+# --- Hugging Face: quantization_config, model directories, quantised repo ids ---------------------
+
+import json as _json  # noqa: E402
+
+from ..conftest import DATA  # noqa: E402
+
+LLAMA8B_CONFIG = _json.loads((DATA / "hf_configs" / "llama-3.1-8b.json").read_text())
+FIT = ("--max-model-len", "8k", "--format", "json")
+
+
+def _model_dir(tmp_path, name: str, quantization: dict | None):
+    directory = tmp_path / name
+    directory.mkdir()
+    config = dict(LLAMA8B_CONFIG)
+    if quantization is not None:
+        config["quantization_config"] = quantization
+    (directory / "config.json").write_text(_json.dumps(config))
+    return directory
+
+
+def test_fp8_quantization_config_model_directory_fits_as_fp8_weights(invoke, tmp_path):
+    plain = _model_dir(tmp_path, "Llama-3.1-8B-Instruct", None)
+    fp8 = _model_dir(tmp_path, "Llama-3.1-8B-Instruct-FP8",
+                     {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic"})
+    base = json_rows(invoke("fit", plain, "h100-sxm", *FIT))[0]
+    result = invoke("fit", fp8, "h100-sxm", *FIT)
+    row = json_rows(result)[0]
+    assert row["model"] == "llama-3.1-8b-instruct-fp8"  # the directory's name
+    embed = 2 * 128256 * 4096  # embed_tokens + lm_head stay 16-bit
+    assert row["weights_bytes_per_gpu"] == pytest.approx(base["weights_bytes_per_gpu"] / 2 + embed, rel=1e-4)
+    assert row["weights_bytes_per_gpu"] == json_rows(invoke("fit", plain, "h100-sxm", *FIT, "--weights-dtype", "fp8"))[0][
+        "weights_bytes_per_gpu"]
+    assert "weights sized as fp8 (quantization_config quant_method fp8)" in result.stderr
+    assert row["kv_cache_memory_bytes"] > base["kv_cache_memory_bytes"]  # smaller weights leave more KV
+
+
+@pytest.mark.parametrize("quantization,weights_dtype", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}, "int4"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}, "int4"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "int8"),
+    ({"quant_method": "mxfp4"}, "mxfp4"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}, "targets": ["Linear"]}}}, "fp8"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 128}, "targets": ["Linear"]}}}, "int4"),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, "int4"),
+])
+def test_quantization_configs_size_their_weights(invoke, tmp_path, quantization, weights_dtype):
+    quantised = _model_dir(tmp_path, "q", quantization)
+    plain = _model_dir(tmp_path, "p", None)
+    got = json_rows(invoke("fit", quantised / "config.json", "h100-sxm", *FIT))[0]
+    want = json_rows(invoke("fit", plain, "h100-sxm", *FIT, "--weights-dtype", weights_dtype))[0]
+    assert got["weights_bytes_per_gpu"] == want["weights_bytes_per_gpu"]
+    assert got["weights_bytes_per_gpu"] < json_rows(invoke("fit", plain, "h100-sxm", *FIT))[0]["weights_bytes_per_gpu"]
+
+
+def test_unknown_quantization_method_says_so(invoke, tmp_path):
+    odd = _model_dir(tmp_path, "odd", {"quant_method": "eetq"})
+    result = invoke("fit", odd, "h100-sxm", *FIT)
+    assert result.exit_code == 0
+    assert "quant_method eetq: not known to kvplan; weights sized as the checkpoint's bf16" in result.stderr
+
+
+def test_directory_without_config_is_refused(invoke, tmp_path):
+    result = invoke("size", tmp_path)
+    assert result.exit_code == 2
+    assert "is a directory without a config.json" in result.stderr and "Hint: " in result.stderr
+
+
+@pytest.mark.parametrize("repo_id,weights_dtype", [
+    ("RedHatAI/Meta-Llama-3.1-70B-Instruct-FP8", "fp8"),
+    ("meta-llama/Llama-3.1-70B-Instruct-FP8-dynamic", "fp8"),
+    ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "int4"),
+    ("meta-llama/Llama-3.1-70B-Instruct-GPTQ-Int8", "int8"),
+])
+def test_quantised_repo_ids_resolve_to_the_base_card(invoke, repo_id, weights_dtype):
+    result = invoke("fit", repo_id, "h100-sxm", "--tp", "4", *FIT)
+    row = json_rows(result)[0]
+    want = json_rows(invoke("fit", "llama-3.1-70b", "h100-sxm", "--tp", "4", *FIT, "--weights-dtype", weights_dtype))[0]
+    assert row == want
+    assert f"resolved to the llama-3.1-70b card with {weights_dtype} weights" in result.stderr
+    size = invoke("size", repo_id, "--seq", "1k")
+    assert size.exit_code == 0 and "resolved to the llama-3.1-70b card" in size.stderr
+
+
+def test_dated_rereleases_and_unknown_bases_are_not_guessed(invoke):
+    dated = invoke("size", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8")
+    assert dated.exit_code == 2
+    assert "Error: unknown model 'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8'" in dated.stderr
+    assert "dated re-release of qwen3-235b-a22b" in dated.stderr and "config.json" in dated.stderr
+    unknown = invoke("size", "someone/Nonexistent-7B-AWQ")
+    assert unknown.exit_code == 2 and "unknown model" in unknown.stderr

@@ -74,3 +74,49 @@ def test_a_trace_without_replay_is_sized_by_the_closed_form(invoke, flag):
                         "--ttft", "p99<=1s", "--tpot", "p99<=30ms", flag, "--scale", "2")
     assert res.exit_code == 0 and row["sized_by"] == "closed_form" and "sim_tpot_p99_s" not in row
     assert row["instances"] == row["closed_form_instances"] == 2
+
+
+def rows_of(invoke, *args):
+    res = invoke("plan", *args, "--format", "json")
+    assert res.exit_code in (0, 1), res.stderr
+    return res, json.loads(res.stdout)
+
+
+LLAMA70_20QPS = ("llama-3.1-70b", "h100-sxm", "--qps", "20", "--isl", "1k:4k", "--osl", "200:800",
+                 "--ttft", "p99<=2s", "--tpot", "p90<=50ms", "--scale", "2", "--sample", "20000")
+
+
+def test_plan_searches_parallelism_when_no_tp_is_given(invoke):
+    # --tp 1 used to be the default: a 70B model's 131 GiB of bf16 weights do not fit one 80 GB GPU
+    res, rows = rows_of(invoke, *LLAMA70_20QPS)
+    assert res.exit_code == 0
+    best, others = rows[0], [r for r in rows if r["kind"] == "candidate"]
+    assert best["kind"] == "plan" and best["feasible"] and best["pp"] == 1
+    assert sorted(r["tp"] for r in [best, *others]) == [1, 2, 4, 8]
+    tp1 = next(r for r in others if r["tp"] == 1)
+    assert not tp1["feasible"] and tp1["binding_constraint"] == "memory"
+    feasible = [r["total_gpus"] for r in others if r["feasible"]]
+    assert feasible and all(best["total_gpus"] <= g for g in feasible)
+    # the chosen shape is the one a pinned run gives, and the scale-out rows keep it
+    res, pinned = rows_of(invoke, *LLAMA70_20QPS, "--tp", str(best["tp"]))
+    assert pinned[0]["total_gpus"] == best["total_gpus"] and not [r for r in pinned if r["kind"] == "candidate"]
+    assert [r["gpus_per_instance"] for r in rows if r["kind"] == "scale"] == [best["gpus_per_instance"]]
+
+
+def test_a_tp_list_is_searched_and_one_value_pins_it(invoke):
+    res, rows = rows_of(invoke, *LLAMA70_20QPS, "--tp", "2,4,8")
+    assert res.exit_code == 0 and sorted(r["tp"] for r in rows if r["kind"] in ("plan", "candidate")) == [2, 4, 8]
+    res, rows = rows_of(invoke, *LLAMA70_20QPS, "--tp", "8")
+    assert res.exit_code == 0 and [r["kind"] for r in rows] == ["plan", "scale"] and rows[0]["tp"] == 8
+    bad = invoke("plan", *LLAMA70_20QPS, "--tp", "2,x")
+    assert bad.exit_code == 2 and "Error: --tp values must be whole numbers >= 1 (got 'x')" in bad.stderr
+
+
+def test_pipeline_stages_are_added_where_the_weights_need_them(invoke):
+    # Llama-3.1-405B in bf16 is 811 GB of weights: no TP within one 8-GPU H100 node holds it
+    res, rows = rows_of(invoke, "llama-3.1-405b", "h100-sxm", "--qps", "2", "--isl", "2k", "--osl", "256",
+                        "--ttft", "p99<=5s", "--tpot", "p90<=100ms", "--scale", "2", "--sample", "5000")
+    assert res.exit_code == 0
+    best = rows[0]
+    assert best["feasible"] and (best["tp"], best["pp"]) == (8, 2)
+    assert all(r["binding_constraint"] == "memory" for r in rows if r["kind"] == "candidate" and r["pp"] == 1)

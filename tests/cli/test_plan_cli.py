@@ -30,7 +30,10 @@ def test_json_equals_library_for_flags(invoke):
     lib = plan("llama-3.1-8b", "h100-sxm", fleet_workload(qps=10, isl="1k:4k", osl="200", sample_requests=5000), SLOS)
     assert json.loads(res.stdout) == as_json(lib.rows)
     kinds = [r["kind"] for r in lib.rows]
-    assert kinds == ["plan", "scale", "scale", "scale"] and [r.get("rate_multiplier") for r in lib.rows[1:]] == [2, 5, 10]
+    # no --tp: TP 1, 2, 4, 8 are searched; the cheapest is the plan, the other three are runners-up
+    assert kinds == ["plan", "candidate", "candidate", "candidate", "scale", "scale", "scale"]
+    assert [r.get("rate_multiplier") for r in lib.rows[4:]] == [2, 5, 10]
+    assert sorted(r["tp"] for r in lib.rows[:4]) == [1, 2, 4, 8] and lib.rows[0]["tp"] == 1
     assert "Note:" not in res.stdout and "Note: workload: flags: 5,000 sampled requests" in res.stderr
 
 
@@ -69,7 +72,7 @@ def test_markdown_csv_and_file(invoke, tmp_path):
     assert md.exit_code == 0 and md.stdout.startswith("### Fleet plan") and "| quantity | value |" in md.stdout
     text = invoke(*FLAGS, "--scale", "2,5", "--format", "csv").stdout
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert rows[0]["kind"] == "plan" and rows[0]["feasible"] == "True" and len(rows) == 3
+    assert rows[0]["kind"] == "plan" and rows[0]["feasible"] == "True" and len(rows) == 1 + 3 + 2  # 3 runners-up
     out = tmp_path / "plan.json"
     res = invoke(*FLAGS, "--scale", "2", "--format", "json", "-o", out)
     assert res.exit_code == 0 and res.stdout == "" and f"Wrote {out}" in res.stderr

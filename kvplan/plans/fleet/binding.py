@@ -66,6 +66,12 @@ def binding_detail(plan) -> str | None:
     if slo is not None and b.failures[0] == "prefill_compute":
         return head + (f"prefill saturates the instances (utilisation {b.prefill_utilization:.3g}, prefill "
                        f"interference {b.rho_interference:.3g} of decode time): {name[:4].upper()} unbounded")
+    if slo is not None and b.batch_tpot < 1:  # prefill interference alone breaks the TPOT SLO at batch 1
+        lam_i = b.rate_per_s / b.instances
+        model = plan.setup["model"]
+        value, rho = model.tpot_stats(1, 0, lam_i, 0, (slo.stat,))
+        return head + (f"TPOT {slo.stat} {format_seconds(value[slo.stat])} > {format_seconds(slo.limit_s)} even at "
+                       f"batch 1: prompts at {lam_i:.3g} req/s per instance take {rho:.0%} of decode time")
     if slo is not None:  # the TPOT SLO caps the batch below what the load needs
         return head + (f"the TPOT SLO allows a batch of {b.batch_tpot:,} per instance; the load needs a mean of "
                        f"{b.batch_mean:,.3g} (decode slots saturated)")

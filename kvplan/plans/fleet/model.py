@@ -79,6 +79,7 @@ QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 RESIDUAL_POINTS = 16  # equally likely points of the residual step an arrival waits for
+TAIL_POINTS = 4096    # equally likely prompt lengths behind the prefill wait's heavy tail
 
 
 def _points(values: np.ndarray, k: int = QUANTILE_POINTS) -> np.ndarray:
@@ -256,24 +257,30 @@ class FleetModel:
         self.f, self.lengths, self.rate, self.ca2 = figures, lengths, rate_per_s, arrival_scv
         self.slos, self.max_utilization = slos, max_utilization
         self.stats = tuple(dict.fromkeys([*STATS, *(slo.stat for slo in slos.values())]))
+        # S is increasing in ISL: the sorted sample, thinned to equally likely points, gives the residual's tail
+        isl = np.sort(lengths.isl.astype(np.float64))
+        self._tail_isl = isl if isl.size <= TAIL_POINTS else _points(isl, TAIL_POINTS)
 
     # ----------------------------------------------------------------- TPOT
     def tpot_stats(self, batch_seen: float, others: float, lam_i: float, interference_batch: float,
-                   stats=None, gain: float = 0.0) -> tuple[dict, float]:
+                   stats=None, gain: float = 0.0, judge: bool = False) -> tuple[dict, float]:
         """TPOT statistics when a request decodes among ``others`` (mean) in a batch of ``batch_seen``.
 
         ``gain`` is the occupancy loop gain g: the batch's variance is B̄ / (1 − g) rather than B̄.
+        ``judge``: also set ``"meets"``, whether the TPOT SLO holds, from the CDF at its limit
+        (P(TPOT <= limit) >= q, one evaluation instead of a bisection).
         """
         stats = self.stats if stats is None else stats
+        slo = self.slos.get("tpot") if judge else None
         n_points = self.lengths.n_points
         t, more, per_token, _, _ = self.f.at(batch_seen)
         _, _, _, _, moments = self.f.at(interference_batch)
         extra_mean, extra_second = moments[3], moments[4]
         rho = lam_i * extra_mean
         if rho >= 1:
-            return {s: math.inf for s in stats}, rho
+            return {**{s: math.inf for s in stats}, **({"meets": False} if slo else {})}, rho
         if n_points.size == 0:  # every request ends with its first token: no TPOT
-            return {s: math.nan for s in stats}, rho
+            return {**{s: math.nan for s in stats}, **({"meets": True} if slo else {})}, rho
         mean = t / (1 - rho)
         per_seq2 = more**2 + per_token**2 * self.lengths.decode_context_var
         var_occ = others / (1 - min(gain, 0.99)) * per_seq2 / (1 - rho) ** 2
@@ -283,10 +290,12 @@ class FleetModel:
         sd = np.sqrt(var_occ) + np.sqrt(var_int)
         mu, sigma = tails.lognormal_from_moments(np.full(n_points.shape, mean), sd * sd)
         out = {"mean": mean}
+        if slo is not None:
+            out["meets"] = bool(_meets(slo, mean, lambda x: tails.lognormal_mixture_cdf(x, mu, sigma)))
         wanted = [s for s in stats if s != "mean"]
         if wanted:
             qs = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, mu, sigma),
-                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=40)
+                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
 
@@ -298,8 +307,7 @@ class FleetModel:
             return cap
 
         def meets(b: int) -> bool:
-            value = self.tpot_stats(b, b - 1, lam_i, b - 1, (slo.stat,))[0][slo.stat]
-            return value <= slo.limit_s
+            return self.tpot_stats(b, b - 1, lam_i, b - 1, ("mean",), judge=True)[0]["meets"]
 
         if not meets(1):
             return 0
@@ -312,7 +320,8 @@ class FleetModel:
         return lo
 
     # ----------------------------------------------------------------- the fleet at N
-    def evaluate(self, instances: int) -> Point:
+    def evaluate(self, instances: int, full: bool = True) -> Point:
+        """The fleet at N instances; ``full=False`` computes only the SLOs' statistics (for the search)."""
         lam = self.rate
         lam_i = lam / instances
         point = Point(instances=instances, rate_per_s=lam)
@@ -365,7 +374,8 @@ class FleetModel:
         step = max(0.5, 0.01 * occupancy)
         point.gain = (next_occupancy(occupancy + step) - next_occupancy(occupancy)) / step
         seen = min(occupancy + 1, point.batch_max)
-        point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain)
+        point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain,
+                                        stats=None if full else ("mean",), judge=True)
         m, n_second = (point.tpot["mean"] if n_mean > 0 else 0.0), self.lengths.second_steps
         point.residence_s = s_mean + own_extra + n_mean * m
         residence_second = (s_second + 2 * own_extra * s_mean + own_extra**2 + 2 * m * (s_n + own_extra * n_mean)
@@ -381,7 +391,8 @@ class FleetModel:
         # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
         point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
         point.residual_s = point.busy_share * t / 2
-        point.ttft = self.ttft_stats(point, prefill + own_extra, self._heavy_tail(point, t_decoders=occupancy))
+        point.ttft = self.ttft_stats(point, prefill + own_extra, self._heavy_tail(point, t_decoders=occupancy),
+                                     stats=None if full else ("mean",), judge=True)
         point.running = lam * point.residence_s
         point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
         self._judge(point)
@@ -401,30 +412,38 @@ class FleetModel:
         prefill = (1 - w) * self.f.prefill_grid_s[i] + w * self.f.prefill_grid_s[i + 1]
         extra = (1 - w) * self.f.extra_grid_s[i] + w * self.f.extra_grid_s[i + 1]
         queued = extra + (prefill - extra) / point.packing
-        residual = tails.equilibrium_tail(np.interp(self.lengths.isl.astype(np.float64), grid, queued))
+        residual = tails.equilibrium_tail(np.interp(self._tail_isl, grid, queued))
         rho, n, c = point.prefill_utilization, point.instances, point.prefill_wait[0]
         return lambda x: c * residual((1 - rho) * x) ** n
 
-    def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None) -> dict:
+    def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None, stats=None, judge: bool = False) -> dict:
+        """TTFT statistics: the two waits, the residual step and the own prefill convolved (module docstring);
+        ``judge`` also sets ``"meets"`` from the CDF at the TTFT SLO's limit."""
         (c1, th1), (c2, th2) = point.slot_wait, point.prefill_wait
         busy = int(round(point.busy_share * RESIDUAL_POINTS))
         uniform = point.step_s * (np.arange(busy) + 0.5) / max(busy, 1)
         residual = np.concatenate([np.zeros(RESIDUAL_POINTS - busy), uniform])
         service = (np.asarray(prefill_points)[:, None] + residual[None, :]).ravel()
         out = {"mean": c1 * th1 + c2 * th2 + float(np.mean(prefill_points)) + point.residual_s}
-        wanted = [s for s in self.stats if s != "mean"]
+        wanted = [s for s in (self.stats if stats is None else stats) if s != "mean"]
         hi = float(service.max()) + 50 * max(th1 if math.isfinite(th1) else 0, th2 if math.isfinite(th2) else 0) + 1
         if heavy is not None:
             hi += 10 * float(self.f.prefill_grid_s.max())
-        qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy),
-                              [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi, iterations=48)
-        out.update(dict(zip(wanted, (float(v) for v in qs))))
+        slo = self.slos.get("ttft") if judge else None
+        if slo is not None:
+            out["meets"] = bool(_meets(slo, out["mean"],
+                                       lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy)))
+        if wanted:
+            qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy),
+                                  [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi,
+                                  iterations=28)
+            out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
 
     def _judge(self, point: Point) -> None:
         for kind, values in (("ttft", point.ttft), ("tpot", point.tpot)):
             slo = self.slos.get(kind)
-            if slo is not None and not values.get(slo.stat, math.inf) <= slo.limit_s * (1 + 1e-12):
+            if slo is not None and not values.get("meets", values.get(slo.stat, math.inf) <= slo.limit_s * (1 + 1e-12)):
                 point.failures.append(f"{kind}_slo")
         if "ttft" not in self.slos and max(point.slot_utilization, point.prefill_utilization) > self.max_utilization:
             point.failures.append("utilization")
@@ -437,30 +456,25 @@ class FleetModel:
         return self.ttft_stats(alone, self.f.prefill_alone_s), tpot
 
     def search(self, max_instances: int = 1_000_000) -> tuple[Point, Point | None]:
-        """Fewest instances whose point meets every constraint, and the point at one fewer (None at 1)."""
+        """Fewest instances whose point meets every constraint, and the point at one fewer (None at 1).
+
+        Doubling then bisection on N, judging each N by the SLOs' own statistics only; the answer
+        and the point below it are then evaluated in full.
+        """
         hi = 1
-        point = self.evaluate(1)
-        if point.ok:
-            return point, None
-        lo_point = point
+        if self.evaluate(1, full=False).ok:
+            return self.evaluate(1), None
         while True:
             lo = hi
             hi *= 2
             if hi > max_instances:
                 raise OverflowError(max_instances)
-            point = self.evaluate(hi)
-            if point.ok:
+            if self.evaluate(hi, full=False).ok:
                 break
-            lo_point = point
-        best = point
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            p = self.evaluate(mid)
-            if p.ok:
-                hi, best = mid, p
-            else:
-                lo, lo_point = mid, p
-        return best, lo_point
+            lo, hi = (lo, mid) if self.evaluate(mid, full=False).ok else (mid, hi)
+        return self.evaluate(hi), self.evaluate(lo)
 
 
 def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.ndarray:
@@ -481,6 +495,13 @@ def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.n
     s_n = lo_s @ folds["an"] + hi_s @ folds["bn"]
     return np.stack([first(lo_s, hi_s), cross(lo_s, hi_s, lo_s, hi_s), s_n, first(lo_x, hi_x),
                      cross(lo_x, hi_x, lo_x, hi_x), cross(lo_s, hi_s, lo_x, hi_x)], axis=1)
+
+
+def _meets(slo: Slo, mean: float, cdf) -> bool:
+    """Whether a statistic meets its SLO: the mean against the limit, a percentile by P(X <= limit) >= q."""
+    if slo.stat == "mean":
+        return mean <= slo.limit_s * (1 + 1e-12)
+    return float(np.atleast_1d(cdf(np.array([slo.limit_s * (1 + 1e-12)])))[0]) >= _quantile(slo.stat) - 1e-12
 
 
 def _quantile(stat: str) -> float:

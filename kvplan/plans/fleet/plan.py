@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kvplan.errors import InputError
-from kvplan.plans.deployment import Deployment, Parallelism, resolve
+from kvplan.plans.deployment import Deployment, Parallelism, resolve, resolve_cards
 from kvplan.plans.fleet.aggregated import (EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_inputs, _check_rate,
                                            plan_fleet)
 from kvplan.result import Result
@@ -85,26 +85,38 @@ def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None,
 
 
 def plan(
-    model, hardware, workload: FleetWorkload, slos: Sequence[Slo] = (), shape: Shape = Shape(),
-    engine: EngineSettings = EngineSettings(), *, scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False,
-    sim_requests: int | None = None, seed: int = 0, max_gpus: int | None = None, max_utilization: float = 0.9,
-    allow_long_context: bool = False, system=None, cards: tuple[Path, ...] = (),
+    model, hardware, workload: FleetWorkload, slos: Sequence[Slo] = (), shape: Shape | None = None,
+    engine: EngineSettings = EngineSettings(), *, tps: Sequence[int] | None = None, pps: Sequence[int] | None = None,
+    scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False, sim_requests: int | None = None, seed: int = 0,
+    max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False, system=None,
+    cards: tuple[Path, ...] = (),
 ) -> Result:
-    """The fleet for ``workload`` (one ``kind: plan`` row), a re-plan per rate multiplier, and optionally a simulation.
+    """The fleet for ``workload`` (one ``kind: plan`` row), the runners-up, a re-plan per rate multiplier.
 
     ``model`` is a :class:`Deployment` (then ``hardware``, ``shape``, ``engine`` and ``system`` come
-    from it) or a model name or card, resolved once with ``hardware``/``system``, ``shape`` and ``engine``.
+    from it: the shape is pinned) or a model name or card, resolved with ``hardware``/``system``.
+    ``shape`` pins the instance (one TP and PP); otherwise ``tps`` × ``pps`` are searched
+    (:mod:`kvplan.plans.fleet.search`; default TP 1, 2, 4, 8 and PP where needed) and the cheapest
+    feasible plan is ``kind: plan``, every other shape a ``kind: candidate`` row. The scale-out rows
+    keep the chosen shape.
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
     ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
     """
+    from kvplan.cards.loader import load_model
+    from kvplan.plans.fleet.search import search_shapes
+
+    if shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1):
+        shape = Shape(int(tps[0]), int(pps[0]) if pps else 1)
+    dep = None
     if isinstance(model, Deployment):
         dep = model
-    else:
+    elif shape is not None:
         _check_inputs(workload, shape, engine, max_gpus, max_utilization)
         dep = resolve(model, hardware, system=system, engine=engine, parallel=Parallelism(shape.tp, shape.pp),
                       cards=cards)
-    card, shape, engine = dep.model, Shape(dep.tp, dep.pp), dep.engine
+    else:
+        _check_inputs(workload, Shape(), engine, max_gpus, max_utilization)
     if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
         raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
     if sim_requests is None and workload.trace is None:
@@ -112,37 +124,78 @@ def plan(
     if sim_requests is not None and sim_requests < 100:
         raise InputError(f"--sim-requests must be >= 100 (got {sim_requests})", "10000 takes about a second")
     kwargs = {"max_gpus": max_gpus, "max_utilization": max_utilization, "allow_long_context": allow_long_context}
-    main = plan_fleet(dep, workload, list(slos), **kwargs)
+    if simulate is None:
+        simulate = workload.trace is not None
+
+    def replay(p: FleetPlan) -> None:
+        _size_by_replay(p, workload, sim_requests, seed, max_gpus)
+
+    if dep is not None:
+        main = plan_fleet(dep, workload, list(slos), **kwargs)
+        if simulate and main.instances is not None:
+            replay(main)
+        candidates, skipped = [main], []
+    else:
+        card = model if hasattr(model, "layer_groups") else load_model(model, cards)
+        hw, sys_card = resolve_cards(hardware, system, cards)
+        found = search_shapes(card, hw, workload, list(slos), tps, pps, engine, system=sys_card, cards=cards,
+                              replay=replay if simulate else None, **kwargs)
+        main, candidates, skipped = found.best, found.candidates, found.skipped
+    chosen = main.setup["deployment"]
+    card, engine = chosen.model, chosen.engine
     row = {"kind": "plan", **main.row()}
     notes = list(main.assumptions)
     explain = list(main.explain)
-    if simulate is None:
-        simulate = workload.trace is not None
-    if simulate:
-        if main.instances is None:
-            notes.append("simulation skipped: no fleet to simulate")
-        else:
-            sim = _size_by_replay(main, workload, sim_requests, seed, max_gpus)
-            row = {"kind": "plan", **main.row(), **sim.stats()}
-            explain = list(main.explain) + _sim_explain(main, sim)
-            source = "the trace" if workload.trace is not None else f"sampled, seed {seed}"
-            notes.append(f"simulation: {sim.requests:,} requests ({source})"
-                         f", {sim.measured:,} measured (warm-up and drain left out); {sim.steps:,} steps ({sim.mixed_steps:,} with prefill) "
-                         f"in {sim.wall_s:.2f} s")
-            if sim.rejected:
-                notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
-    rows = [row]
+    if len(candidates) > 1:
+        notes.append("parallelism searched: " + ", ".join(_shape_text(p) for p in candidates)
+                     + f"; chosen {_shape_text(main, brief=True)} (the cheapest feasible)" + (
+                         "; " + "; ".join(skipped) if skipped else ""))
+    sim = main.setup.get("sim")
+    if simulate and sim is None:
+        notes.append("simulation skipped: no fleet to simulate")
+    elif sim is not None:
+        row.update(sim.stats())
+        explain += _sim_explain(main, sim)
+        source = "the trace" if workload.trace is not None else f"sampled, seed {seed}"
+        notes.append(f"simulation: {sim.requests:,} requests ({source})"
+                     f", {sim.measured:,} measured (warm-up and drain left out); {sim.steps:,} steps ({sim.mixed_steps:,} with prefill) "
+                     f"in {sim.wall_s:.2f} s")
+        if sim.rejected:
+            notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
+    rows = [row] + [_candidate_row(p) for p in candidates if p is not main]
     for multiplier in scale:
         scaled_workload = workload.scaled(multiplier)
-        scaled = plan_fleet(dep, scaled_workload, list(slos), **kwargs)
+        scaled = plan_fleet(chosen, scaled_workload, list(slos), **kwargs)
         if simulate and scaled.instances is not None:
             _size_by_replay(scaled, scaled_workload, sim_requests, seed, max_gpus)
         rows.append(_scale_row(multiplier, scaled))
     verdict = None if main.feasible else f"infeasible: {main.reason}"
-    title = (f"Fleet plan: {card.name} on {dep.name}, tp={shape.tp}" + (f" pp={shape.pp}" if shape.pp > 1 else "")
+    title = (f"Fleet plan: {card.name} on {chosen.name}, tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
+             + (f" (searched {len(candidates)} shapes)" if len(candidates) > 1 else "")
              + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
     return Result(title=title, rows=rows, columns=PLAN_COLUMNS, explain=explain, assumptions=notes,
                   verdict=verdict, failed=not main.feasible)
+
+
+def _shape_text(p: FleetPlan, brief: bool = False) -> str:
+    shape = f"tp={p.shape.tp}" + (f" pp={p.shape.pp}" if p.shape.pp > 1 else "")
+    if brief:
+        return shape
+    return f"{shape} → " + (f"{p.total_gpus:,} GPUs" if p.feasible else f"infeasible ({p.binding_constraint})")
+
+
+CANDIDATE_KEYS = ("tp", "pp", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
+                  "tpot_p99_s", "binding_constraint", "binding_detail", "feasible", "reason", "sized_by")
+
+
+def _candidate_row(p: FleetPlan) -> dict:
+    row = p.row()
+    out = {"kind": "candidate", **{k: row.get(k) for k in CANDIDATE_KEYS}}
+    sim = p.setup.get("sim")
+    if sim is not None:
+        stats = sim.stats()
+        out.update({"sim_ttft_p99_s": stats["sim_ttft_p99_s"], "sim_tpot_p99_s": stats["sim_tpot_p99_s"]})
+    return out
 
 
 def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed: int, max_gpus):
@@ -155,6 +208,7 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
     n0 = main.instances
     closed = {"ttft": dict(main.ttft), "tpot": dict(main.tpot)}
     outcome = replay_until_met(main, workload, sim_requests, seed, limit)
+    main.setup["sim"] = outcome.sim
     main.closed_form_instances, main.sized_by = n0, "replay"
     first_broken = outcome.trail[0][1]
     if outcome.instances is None:
@@ -271,12 +325,21 @@ def presentation(result: Result) -> list[Result]:
                                 "difference": _diff(closed, simulated)})
         tables.append(Result(title=f"Closed form vs simulation ({row['sim_requests']:,} requests)", rows=compare,
                              columns=["metric", "closed_form_s", "simulated_s", "difference"]))
+    others = [r for r in result.rows if r.get("kind") == "candidate"]
+    if others:
+        shown = [{**r, "binding_constraint": r["binding_constraint"] if r["feasible"]
+                  else f"{r['binding_constraint']}: {r['reason']}"} for r in others]
+        tables.append(Result(title="Runners-up: the other instance shapes searched", rows=shown,
+                             columns=["tp", "pp", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
+                                      "tpot_p99_s", "binding_constraint", "feasible"]))
     scale = [r for r in result.rows if r.get("kind") == "scale"]
     if scale:
         shown = [{**r, "rate_multiplier": f"{r['rate_multiplier']:g}×",
                   "binding_constraint": r["binding_constraint"] if r["feasible"] else f"{r['binding_constraint']}: {r['reason']}"}
                  for r in scale]
-        tables.append(Result(title="Scaling out: the same workload at higher rates", rows=shown, columns=SCALE_COLUMNS))
+        tables.append(Result(title=f"Scaling out: the same workload at higher rates (tp={row['tp']}"
+                             + (f" pp={row['pp']}" if row["pp"] > 1 else "") + " instances)", rows=shown,
+                             columns=SCALE_COLUMNS))
     return tables
 
 

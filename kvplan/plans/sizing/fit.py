@@ -149,7 +149,7 @@ def fit(
     """
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
     hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
-    notes: list[str] = []
+    notes: list[str] = [card.resolution] if card.resolution else []
     if seq is None:
         seq = card.max_context
         notes.append(f"max_model_len {card.max_context:,}: {card.name}'s maximum context, vLLM's default "

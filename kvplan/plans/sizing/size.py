@@ -94,7 +94,7 @@ def size(
     seqs, batches = as_list(seq), as_list(batch)
     check_positive("--seq", seqs)
     check_positive("--batch", batches)
-    rows, explain, assumptions = [], [], []
+    rows, explain, assumptions = [], [], [card.resolution] if card.resolution else []
     for dtype, t, p, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(pp), as_list(engine)):
         layout = kv_layout(card, get_profile(eng), dtype, t, p, block_size=block_size,
                            max_num_batched_tokens=max_num_batched_tokens)
