@@ -50,17 +50,27 @@ def _hint(what: str) -> str:
     }[what]
 
 
-def parse_tokens(text: str | int, *, allow_zero: bool = False) -> int:
-    """``'128k'`` → 131072. Token counts are whole and positive (zero only where allowed)."""
+MAX_BYTES = 1 << 60  # an exbibyte
+MAX_TOKENS = 1 << 32  # 4.3 billion: far beyond any context or batch, and safe in int64 products
+
+
+def parse_tokens(text: str | int, *, allow_zero: bool = False, limit: int = MAX_TOKENS) -> int:
+    """``'128k'`` → 131072. Token counts are whole, positive (zero only where allowed), at most ``limit``."""
     if isinstance(text, int) and not isinstance(text, bool):
+        if abs(text) > limit:
+            raise UnitError(f"token count {str(text)[:40]} is more than the {limit:,} kvplan accepts",
+                            _hint("a token count"))
         value = float(text)
     else:
         number, suffix = _split(str(text), "a token count", _TOKEN_SUFFIX)
         value = number * _TOKEN_SUFFIX[suffix]
     if not math.isfinite(value) or value != int(value):
-        raise UnitError(f"token count '{text}' is not a whole number", _hint("a token count"))
+        raise UnitError(f"token count '{str(text)[:40]}' is not a whole number", _hint("a token count"))
     if value < 0 or (value == 0 and not allow_zero):
         raise UnitError(f"token count must be {'>= 0' if allow_zero else '> 0'} (got {text})",
+                        _hint("a token count"))
+    if value > limit:
+        raise UnitError(f"token count {str(text)[:40]} is more than the {limit:,} kvplan accepts",
                         _hint("a token count"))
     return int(value)
 
@@ -82,8 +92,8 @@ def parse_bytes(text: str | int | float) -> int:
             raise _no_unit(str(text), "a byte size", [f"{shown}GiB", f"{shown}GB"] if abs(number) < 2**20
                            else [f"{shown}B"])
         value = number * _BYTE_SUFFIX[suffix]
-    if not math.isfinite(value) or value < 0:
-        raise UnitError(f"byte size must be >= 0 (got {text})", _hint("a byte size"))
+    if not math.isfinite(value) or value < 0 or value > MAX_BYTES:
+        raise UnitError(f"byte size must be >= 0 and at most 2^60 bytes (got {str(text)[:40]})", _hint("a byte size"))
     return int(round(value))
 
 
@@ -98,8 +108,8 @@ def parse_seconds(text: str | int | float) -> float:
             order = ["ms", "s"] if abs(number) >= 10 else ["s", "ms"]
             raise _no_unit(str(text), "a duration", [shown + u for u in order])
         value = number * _TIME_SUFFIX[suffix]
-    if not math.isfinite(value) or value < 0:
-        raise UnitError(f"duration must be >= 0 (got {text})", _hint("a duration"))
+    if not math.isfinite(value) or value < 0 or value > 1e9:
+        raise UnitError(f"duration must be >= 0 and finite (got {str(text)[:40]})", _hint("a duration"))
     return value
 
 

@@ -8,6 +8,7 @@ or any alias, case-insensitively. A model may also be given as a path to a card 
 
 from __future__ import annotations
 
+import reprlib
 import difflib
 import os
 import re
@@ -51,7 +52,7 @@ def describe_validation_error(path: str, error: ValidationError) -> tuple[str, s
     where = ".".join(str(p) for p in first["loc"]) or "(card)"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {got!r})"
+    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {reprlib.repr(got)})"
     more = len(error.errors()) - 1
     hint = f"{more} more problem(s) in this card; run 'kvplan cards validate {path}'" if more else (
         "see 'kvplan cards show' of a shipped card for the expected fields")

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
-from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text, handle_errors
+from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text, fail, handle_errors
 from kvplan.errors import CardError
 
 app = typer.Typer(help="List, show, validate and import model, hardware and system cards.", no_args_is_help=True)
@@ -60,7 +60,10 @@ def validate_command(
     try:
         emit(result, fmt, None)
     except typer.Exit:
-        raise typer.Exit(2) from None
+        bad = [r for r in result.rows if not r["valid"]]
+        first = bad[0] if bad else {"file": "?", "problem": "?"}
+        fail(f"{len(bad)} of {len(result.rows)} card(s) invalid; first: {first['problem']}",
+             "fix the fields named in the table above, then run 'kvplan cards validate' again")
 
 
 @app.command("import")

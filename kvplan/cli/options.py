@@ -132,6 +132,47 @@ def note(text: str) -> None:
     typer.echo(f"Note: {one_line(text, 2000)}", err=True)
 
 
+# Ranges of the numeric options every command shares (by parameter name), checked before any work:
+# (lowest, highest, lowest is allowed). Far beyond any real deployment; a value outside is a typo
+# or an attack (--max-num-seqs -5000 gave negative KV, --turns 1e9 allocated without bound).
+_OPEN, _CLOSED = False, True
+FLAG_RANGES: dict[str, tuple[float, float, bool]] = {
+    "max_num_seqs": (1, 1 << 20, _CLOSED), "max_num_batched_tokens": (1, 1 << 32, _CLOSED),
+    "block_size": (1, 1 << 20, _CLOSED), "pp": (1, 1024, _CLOSED), "ep": (1, 1 << 16, _CLOSED),
+    "tp": (1, 1 << 16, _CLOSED), "seed": (0, 2**32 - 1, _CLOSED), "sample": (1, 10_000_000, _CLOSED),
+    "sim_requests": (1, 10_000_000, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
+    "nodes": (1, 100_000, _CLOSED), "rag_docs": (1, 100_000_000, _CLOSED), "prefill_instances": (1, 100_000, _CLOSED),
+    "decode_instances": (1, 100_000, _CLOSED), "max_gpus": (1, 10_000_000, _CLOSED), "hash_blocks": (1, 1 << 20, _CLOSED),
+    "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (0, 1, _OPEN), "eta_flops": (0, 1, _OPEN),
+    "link_efficiency": (0, 1, _OPEN), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
+    "cached_prefix_fraction": (0, 1, _CLOSED), "arrival_cv": (0, 1000, _CLOSED), "rag_zipf": (0, 100, _CLOSED),
+    "rate": (0, 1e9, _OPEN), "qps": (0, 1e9, _OPEN), "decode_batch": (0, 1 << 20, _OPEN),
+    "spec_draft_layers": (0, 4096, _OPEN),
+}
+# byte-size options where zero means nothing sensible (--gpu-memory 0 was silently ignored)
+POSITIVE_SIZES = {"gpu_memory": "--gpu-memory", "kv_cache_memory": "--kv-cache-memory",
+                  "weights_memory": "--weights-memory"}
+
+
+def check_flag_values(kwargs: dict) -> None:
+    """Refuse a numeric option outside its range (NaN and infinities included), before any work."""
+    import math
+
+    from kvplan.units import parse_bytes
+
+    for name, value in kwargs.items():
+        if name in FLAG_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high, closed = FLAG_RANGES[name]
+            flag = "--" + name.replace("_", "-")
+            ok = math.isfinite(value) and (value >= low if closed else value > low) and value <= high
+            if not ok:
+                bound = f"{'>=' if closed else '>'} {low:g} and <= {high:g}"
+                raise InputError(f"{flag} must be {bound} (got {value})", f"pass a value {bound}")
+        elif name in POSITIVE_SIZES and isinstance(value, str) and parse_bytes(value) == 0:
+            raise InputError(f"{POSITIVE_SIZES[name]} must be > 0 (got {value})",
+                             f"give the size with its unit, e.g. {POSITIVE_SIZES[name]} 80GiB, or leave it out")
+
+
 def handle_errors(func):
     """The CLI's error boundary: no traceback reaches the user, and nothing but 'no' exits 1.
 
@@ -147,6 +188,7 @@ def handle_errors(func):
     def wrapper(*args, **kwargs):
         debug = os.environ.get("KVPLAN_DEBUG") == "1"
         try:
+            check_flag_values(kwargs)
             return func(*args, **kwargs)
         except (typer.Exit, typer.Abort, TyperException):
             raise

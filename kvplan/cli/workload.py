@@ -64,6 +64,8 @@ def workload_command(
     sizes = parse_list(cache_tokens, lambda t: parse_tokens(t, allow_zero=True), what="--cache-tokens") \
         if cache_tokens is not None else []
     bucket_s = parse_seconds(bucket)
+    if bucket_s <= 0:
+        raise InputError(f"--bucket must be longer than 0 s (got {bucket})", "pass e.g. --bucket 60s")
     flags_given = any(v is not None for v in (rate, isl, osl))
     if trace is not None and flags_given:
         raise InputError("give a trace or workload flags (--rate/--isl/--osl), not both")

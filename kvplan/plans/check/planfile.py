@@ -26,6 +26,7 @@ any number is computed.
 
 from __future__ import annotations
 
+import reprlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,16 +203,18 @@ class SLO(PlanModel):
         return value
 
 
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"  # no newline or other control character (it would reach CI logs)
 AssertionItem = Union[str, dict[str, Union[bool, float]]]
 
 
 class Plan(PlanModel):
     """One deployment: model, hardware or system, engine settings, workload, SLOs, assertions."""
 
-    name: str | None = Field(None, description="a label for reports and CI")
+    name: str | None = Field(None, max_length=120, pattern=ONE_LINE, description="a label for reports and CI")
     description: str | None = None
-    model: str = Field(description="model card name, Hugging Face repo id, card file or config.json")
-    hardware: str | None = Field(None, description="hardware card (one accelerator)")
+    model: str = Field(max_length=1000, pattern=ONE_LINE,
+                       description="model card name, Hugging Face repo id, card file or config.json")
+    hardware: str | None = Field(None, max_length=1000, pattern=ONE_LINE, description="hardware card (one accelerator)")
     system: str | None = Field(None, description="system card (node / supernode); its accelerator is used")
     engine: EngineSettings = Field(default_factory=EngineSettings)
     workload: Workload | None = None
@@ -259,7 +262,7 @@ def describe_errors(path: Path, error: ValidationError, root: type[BaseModel]) -
     where = ".".join(str(p) for p in first["loc"]) or "(file)"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, (dict, list)) else f" (got {got!r})"
+    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, (dict, list)) else f" (got {reprlib.repr(got)})"
     return InputError(f"{path}: {where}: {message}{suffix}", "see 'kvplan schema' for the expected keys and values")
 
 
