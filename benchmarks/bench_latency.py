@@ -8,6 +8,8 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 2. Whole requests (TTFT = prefill + first decode step, mean TPOT over the output, end to end) over a
    (batch, ISL, OSL, TP) grid of 65,536 points: each point integrates its output over 65 contexts.
 3. The ``latency`` plan end to end (cards, rows, explain) for a 3 × 3 × 3 × 2 product.
+4. The per-operator model (measured kernel tables for H200, TensorRT-LLM) over the same decode grid.
+5. ``kvplan latency`` as a command (process start-up included), per-operator and roofline.
 """
 
 from __future__ import annotations
@@ -68,9 +70,49 @@ def bench_plan() -> None:
     print(f"latency plan: {len(result.rows)} rows with explain in {seconds * 1e3:.0f} ms")
 
 
+def bench_operator_grid(name: str) -> None:
+    from kvplan.calc.operators import Parallel
+    from kvplan.cards.loader import load_hardware
+    from kvplan.plans.sizing.latency_ops import load_tables
+    from kvplan.plans.sizing.perfmodel import operator_model
+
+    card, hw = load_model(name), load_hardware("h200")
+    cost = model_cost(card, get_profile("trtllm"), tps=TPS)
+    notes: list[str] = []
+    fn, _effs, _clamped = operator_model(card, hw, cost, H200, "trtllm", False, False, Parallel(), notes,
+                                         load_tables(), tps=list(TPS))
+    batch = np.arange(1, 257, dtype=np.float64)[:, None, None]
+    context = np.round(np.geomspace(128, 131_072, 1024))[None, :, None]
+    tp = TPS[None, None, :]
+    points = batch.size * context.size * tp.size
+    seconds, _step = best(lambda: decode_step(cost, H200, batch, context, tp=tp, pass_fn=fn))
+    print(f"{name}: per-operator decode step (H200 kernel tables, 4 TP sizes) over {points:,} points: "
+          f"{seconds * 1e3:.0f} ms ({points / seconds:,.0f} points/s)")
+
+
+def bench_command() -> None:
+    import subprocess
+    import sys
+    import time
+
+    for extra in ([], ["--perf-model", "roofline"]):
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "kvplan", "latency", "llama-3.1-70b", "h200", "--tp", "8",
+                            "--quiet", *extra], check=True, capture_output=True)
+            times.append(time.perf_counter() - start)
+        label = "per-operator" if not extra else "roofline"
+        print(f"kvplan latency llama-3.1-70b h200 --tp 8 ({label}): {min(times) * 1e3:.0f} ms wall, process start-up "
+              "included (best of 3)")
+
+
 def main() -> None:
     for name in ("llama-3.1-70b", "mixtral-8x7b", "deepseek-v3"):
         bench_decode_grid(name)
+    for name in ("llama-3.1-70b", "deepseek-v3"):
+        bench_operator_grid(name)
+    bench_command()
     for name in ("llama-3.1-70b", "mixtral-8x7b"):
         bench_requests(name)
     bench_plan()

@@ -28,11 +28,13 @@ from tests.validation import engine_logs, published  # noqa: E402
 
 DOC = ROOT / "docs" / "validation.md"
 LATENCY_FILE = ROOT / "docs" / "_latency_validation.md"
+PERF_FILE = ROOT / "docs" / "_perf_validation.md"
 HEADINGS = {
     "published": "## (a) KV bytes against published figures",
     "real_caches": "## (b) Real transformers caches against the `hf` profile",
     "engine_logs": "## (c) Engine start-up logs",
     "latency": "## (d) Latency against published measurements",
+    "perf": "## (e) Per-operator model: fitting and scoring sets",
 }
 CHECKED_SECTIONS = ("published", "engine_logs")
 
@@ -176,6 +178,16 @@ def latency_section() -> str:
     return "\n".join(lines)
 
 
+def perf_section() -> str:
+    """(e): docs/_perf_validation.md verbatim, written by benchmarks/perf_validation.py."""
+    lines = [HEADINGS["perf"], ""]
+    if PERF_FILE.exists():
+        lines.append(PERF_FILE.read_text(encoding="utf-8").rstrip("\n"))
+    else:
+        lines.append("Not generated yet (`python benchmarks/perf_validation.py` writes `docs/_perf_validation.md`).")
+    return "\n".join(lines)
+
+
 def render(run_real_caches: bool = True) -> str:
     """The whole page."""
     a, a_tally = published_section()
@@ -202,7 +214,7 @@ def render(run_real_caches: bool = True) -> str:
         "A disagreement is listed, not hidden: in (a) the HF blog's 405B row is itself wrong; in (b) each "
         "mismatch names the transformers code responsible; in (c) the note says what the log does not show.",
     ]
-    return "\n\n".join(["\n".join(header), a, b, c, d]) + "\n"
+    return "\n\n".join(["\n".join(header), a, b, c, d, perf_section()]) + "\n"
 
 
 def sections(text: str) -> dict[str, str]:

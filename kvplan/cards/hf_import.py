@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from kvplan.cards.loader import describe_validation_error, read_json
+from kvplan.cards.files import describe_validation_error, read_json
 from kvplan.cards.schema import ModelCard
 from kvplan.errors import CardError, InputError
 

@@ -8,7 +8,6 @@ or any alias, case-insensitively. A model may also be given as a path to a card 
 
 from __future__ import annotations
 
-import reprlib
 import difflib
 import os
 import re
@@ -18,9 +17,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from kvplan.cards.files import describe_validation_error
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import CardError, InputError, UnknownCardError
-from kvplan.inputs import CONFIG_MAX_BYTES, load_json, read_text, read_yaml
+from kvplan.inputs import read_yaml
 
 CardT = TypeVar("CardT", bound=BaseModel)
 KINDS = {"model": ("model_cards", ModelCard), "hardware": ("hardware_cards", HardwareCard),
@@ -44,19 +44,6 @@ def search_dirs(kind: str, extra: list[Path] | tuple[Path, ...] = ()) -> list[Pa
         dirs.append(base / folder if (base / folder).is_dir() else base)
     dirs.append(shipped_dir(kind))
     return dirs
-
-
-def describe_validation_error(path: str, error: ValidationError) -> tuple[str, str]:
-    """First problem of a pydantic error as 'file: field: message (got value)', and a hint."""
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(card)"
-    message = first["msg"].removeprefix("Value error, ")
-    got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {reprlib.repr(got)})"
-    more = len(error.errors()) - 1
-    hint = f"{more} more problem(s) in this card; run 'kvplan cards validate {path}'" if more else (
-        "see 'kvplan cards show' of a shipped card for the expected fields")
-    return f"{path}: {where}: {message}{suffix}", hint
 
 
 def parse_card(path: Path, schema: type[CardT]) -> CardT:
@@ -231,10 +218,3 @@ def load_hardware(name_or_path: str, extra: tuple[Path, ...] = ()) -> HardwareCa
 def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
     """A system card by name, alias or YAML path."""
     return _load("system", name_or_path, extra)
-
-
-def read_json(path: Path) -> dict:
-    data = load_json(read_text(path, "config.json", CONFIG_MAX_BYTES, missing="no file at '{path}'"), path)
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: a config.json must hold a JSON object", "pass a Hugging Face config.json")
-    return data

@@ -246,7 +246,17 @@ class Efficiency(StrictModel):
 
     memory_bandwidth: float | None = Field(default=None, gt=0, le=1)
     flops: float | None = Field(default=None, gt=0, le=1)
+    flops_by_dtype: dict[str, float] | None = Field(
+        default=None, description="share of each dtype's peak (e.g. fp8 GEMMs reach less of theirs than bf16)")
     step_overhead_s: float | None = Field(default=None, ge=0)
+
+    @field_validator("flops_by_dtype")
+    @classmethod
+    def _shares(cls, value):
+        for dtype, share in (value or {}).items():
+            if not 0 < share <= 1:
+                raise ValueError(f"flops_by_dtype.{dtype} must be in (0, 1] (got {share})")
+        return value
 
 
 class HardwareCard(Card):

@@ -23,7 +23,7 @@ def list_command(
     fmt: FormatOpt = None, output: OutputOpt = None, cards: CardsOpt = None,
 ) -> None:
     """List the cards kvplan can see (shipped, KVPLAN_CARDS_PATH, --cards)."""
-    from kvplan.cards.catalog import list_cards
+    from kvplan.plans.catalog import list_cards
 
     emit(list_cards(kind, cards_dirs(cards)), fmt, output)
 
@@ -36,7 +36,7 @@ def show_command(
     cards: CardsOpt = None,
 ) -> None:
     """Print one card with every field and its sources."""
-    from kvplan.cards.catalog import show_card
+    from kvplan.plans.catalog import show_card
 
     kind, data = show_card(name, cards_dirs(cards))
     if fmt == "json":
@@ -54,7 +54,7 @@ def validate_command(
     fmt: FormatOpt = None, cards: CardsOpt = None,
 ) -> None:
     """Validate cards against the schema; exit 2 if any is invalid."""
-    from kvplan.cards.catalog import validate_paths
+    from kvplan.plans.catalog import validate_paths
 
     result = validate_paths(list(paths or []), cards_dirs(cards))
     try:
@@ -74,6 +74,6 @@ def import_command(
     output: OutputOpt = None,
 ) -> None:
     """Turn a Hugging Face config.json into a model card (YAML)."""
-    from kvplan.cards.catalog import import_config
+    from kvplan.plans.catalog import import_config
 
     emit_text(import_config(config, name), output)

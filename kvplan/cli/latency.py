@@ -57,24 +57,44 @@ def latency_command(
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP/EP communication with compute.")] = False,
     allow_long_context: Annotated[bool, typer.Option(
         "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
+    dp: Annotated[int, typer.Option("--dp", "--data-parallel-size",
+                                    help="Attention data-parallel ranks (vLLM --data-parallel-size).")] = 1,
+    enable_expert_parallel: Annotated[bool, typer.Option(
+        "--enable-expert-parallel", help="MoE layers expert-parallel over EP = TP × DP GPUs (vLLM semantics).")] = False,
+    ep_redundant_experts: Annotated[int, typer.Option(
+        "--ep-redundant-experts", help="Redundant expert replicas per MoE layer (EPLB); memory counted.")] = 0,
+    expert_imbalance: Annotated[Optional[float], typer.Option(
+        "--expert-imbalance", help="Hottest EP rank's routed tokens over the mean (default 1).")] = None,
+    two_batch_overlap: Annotated[Optional[bool], typer.Option(
+        "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
+    perf_model: Annotated[str, typer.Option(
+        "--perf-model", help="operators (per-operator efficiencies, default) or roofline (one η pair).")] = "operators",
+    max_num_seqs: Annotated[Optional[int], typer.Option(
+        "--max-num-seqs", help="Cap on sequences per DP rank for --batch max (engine default where sourced).")] = None,
+    system: Annotated[Optional[str], typer.Option(
+        "--system", help="System card (node links, NIC) around HARDWARE; needed for instances across nodes.")] = None,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
 ) -> None:
-    """Roofline TTFT, decode step (with its physical floor), mean TPOT, end-to-end latency and throughput."""
+    """TTFT, decode step (with its physical floor), mean TPOT, end-to-end latency and throughput."""
     speculation = None
     if spec_k is not None or spec_alpha is not None:
         if spec_k is None or spec_alpha is None:
             raise InputError("--spec-k and --spec-alpha go together", "pass both, e.g. --spec-k 3 --spec-alpha 0.7")
         speculation = Speculation(k=spec_k, alpha=spec_alpha, draft_model=spec_draft, draft_layers=spec_draft_layers)
     result = latency(
-        model, hardware, parse_counts(isl, "--isl"), parse_counts(osl, "--osl"), parse_counts(batch, "--batch"),
+        model, hardware, parse_counts(isl, "--isl"), parse_counts(osl, "--osl"),
+        "max" if batch.strip().lower() == "max" else parse_counts(batch, "--batch"),
         parse_counts(tp, "--tp"), context=parse_counts(context, "--context") if context else None, ep=ep,
         kv_dtype=kv_dtype, weights_dtype=weights_dtype, compute_dtype=compute_dtype, engine=engine,
         chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None, speculation=speculation,
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead),
         overlap_comm=overlap_comm, allow_long_context=allow_long_context, cards=cards_dirs(cards),
+        dp=dp, expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts,
+        expert_imbalance=expert_imbalance, two_batch_overlap=two_batch_overlap, perf_model=perf_model,
+        max_num_seqs=max_num_seqs, system=system,
     )
     emit(result, fmt, output, explain)
 
@@ -91,6 +111,8 @@ def calibrate_command(
     weights_dtype: WeightsDtypeOpt = "auto",
     compute_dtype: ComputeDtypeOpt = None,
     engine: EngineOneOpt = "vllm",
+    holdout: Annotated[float, typer.Option(
+        "--holdout", help="Share of rows scored but not fitted (every ⌈1/f⌉-th row): in-sample and held-out error.")] = 0.0,
     card_out: Annotated[Optional[Path], typer.Option(
         "--card-out", help="Write the calibrated hardware card (YAML) here; pass it as HARDWARE later.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Name of the calibrated card (default: HARDWARE-calibrated).")] = None,
@@ -105,7 +127,7 @@ def calibrate_command(
             check_target(path, what)
     calibration = calibrate(
         model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards),
+        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards), holdout=holdout,
     )
     extra = OutputSet()
     if card_out is not None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
 import shutil
 import tempfile
@@ -24,13 +23,12 @@ import numpy as np
 
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
+from kvplan.plans.check.curves import context_vs_concurrency, kv_vs_context
 from kvplan.plans.check.run import PlanCheck, check_plan
 from kvplan.plans.check.planfile import PlanFile, load_plan
 from kvplan.report.render import human
 from kvplan.units import format_bytes, format_tokens
 
-KV_DTYPES = ("bf16", "fp8", "int4", "fp4")
-CONTEXT_POINTS = 96
 
 
 @dataclass
@@ -229,64 +227,17 @@ def _memory_parts(row: dict) -> list[tuple[str, float]]:
     return parts
 
 
-def _contexts(top: int, must: int) -> np.ndarray:
-    points = np.unique(np.rint(np.geomspace(1024, max(top, 2048), CONTEXT_POINTS)).astype(np.int64))
-    return np.unique(np.append(points, must))
-
-
 def _kv_by_dtype(context, row: dict) -> tuple[Table, dict]:
-    from kvplan.calc.kv import kv_layout
-    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
-
-    card, e = context.model_card, context.plan.engine
-    mml = row["seq_len"]
-    contexts = _contexts(max(card.max_context, mml), mml)
-    pool = row["num_blocks"] * row["block_bytes_per_gpu"]
-    series, rows, shown = {}, [], []
-    dtypes = list(dict.fromkeys([*KV_DTYPES, row["kv_dtype"]]))
-    landmarks = {c for c in (4096, 8192, 32768, 131072, mml) if c <= contexts.max()}
-    for dtype in dtypes:
-        try:
-            layout = kv_layout(card, get_profile(e.name), dtype, e.tensor_parallel_size, e.pipeline_parallel_size,
-                               block_size=e.block_size,
-                               max_num_batched_tokens=e.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
-        except InputError:
-            continue
-        per_gpu = layout.sequence_bytes(contexts, per_gpu=True)
-        series[dtype] = (contexts.tolist(), per_gpu.tolist())
-        block_bytes = (layout.block_size or 1) * layout.bytes_per_token_per_gpu
-        dtype_pool = math.floor(max(row["kv_cache_memory_bytes"], 0) / block_bytes) * block_bytes if block_bytes else pool
-        for c, b in zip(contexts.tolist(), per_gpu.tolist()):
-            item = {"kv_dtype": dtype, "context_tokens": c, "kv_bytes_per_sequence_per_gpu": b,
-                    "max_concurrency": round(dtype_pool / b, 4) if b else math.inf}
-            rows.append(item)
-            if c in landmarks:
-                shown.append(item)
+    rows, shown, series = kv_vs_context(context.deployment, row["seq_len"], row["kv_dtype"])
     table = Table("kv_vs_context.csv", "KV of one sequence vs context, by KV dtype",
                   ["kv_dtype", "context_tokens", "kv_bytes_per_sequence_per_gpu", "max_concurrency"], rows, shown)
     return table, series
 
 
 def _concurrency(context, row: dict) -> Table:
-    from kvplan.calc.kv import kv_layout
-    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
-
-    card, e = context.model_card, context.plan.engine
-    layout = kv_layout(card, get_profile(e.name), e.kv_cache_dtype, e.tensor_parallel_size, e.pipeline_parallel_size,
-                       block_size=e.block_size,
-                       max_num_batched_tokens=e.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
-    pool = row["num_blocks"] * row["block_bytes_per_gpu"]
-    top = max(e.max_num_seqs, 2 * math.ceil(row["max_concurrency"]) if math.isfinite(row["max_concurrency"]) else 1, 2)
-    powers = 2 ** np.arange(int(math.log2(top)) + 1)
-    batches = np.unique(np.concatenate([np.rint(np.geomspace(1, top, 64)).astype(np.int64), powers]))
-    upper = max(card.max_context, row["seq_len"])
-    longest = layout.max_sequence_len(pool, batches, upper=upper)
-    rows = [{"concurrency": int(b), "max_context_tokens": int(m), "kv_bytes_per_gpu_at_max_context":
-             float(b * layout.sequence_bytes(m, per_gpu=True))} for b, m in zip(batches.tolist(), longest.tolist())]
-    landmarks = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+    rows, shown = context_vs_concurrency(context.deployment, row["seq_len"], row["max_concurrency"])
     return Table("concurrency.csv", "KV budget vs concurrency",
-                 ["concurrency", "max_context_tokens", "kv_bytes_per_gpu_at_max_context"], rows,
-                 [r for r in rows if r["concurrency"] in landmarks])
+                 ["concurrency", "max_context_tokens", "kv_bytes_per_gpu_at_max_context"], rows, shown)
 
 
 def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
@@ -312,7 +263,7 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
         doc.assumptions.append(f"latency vs batch not drawn: {exc.message}")
         return None
     per_seq = row["kv_bytes_per_sequence_per_gpu"] / row["seq_len"] * isl if row["seq_len"] else 0
-    limit = row["num_blocks"] * row["block_bytes_per_gpu"] / per_seq if per_seq else None
+    limit = context.deployment.pool.bytes_per_gpu / per_seq if per_seq else None
     rows = [{"batch": r["batch"], "context_tokens": r["context"], "decode_step_s": r["decode_step_s"],
              "floor_decode_step_s": r["floor_decode_step_s"], "decode_tokens_per_s": r["decode_tokens_per_s"],
              "bound": r["bound"]} for r in result.rows]

@@ -15,11 +15,10 @@ import math
 
 import numpy as np
 
-from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace, make_trace
 
 
-def sample_workload(workload: Workload, n_requests: int, rng: np.random.Generator | int | None = 0) -> Trace:
+def sample_workload(workload: "Workload", n_requests: int, rng: np.random.Generator | int | None = 0) -> Trace:
     """The first ``n_requests`` requests at or after time 0 of a stationary session process.
 
     Sessions start from ``−warm-up`` (long enough that a session begun earlier has ended:

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kvplan.errors import InputError
 from kvplan.units import parse_tokens
+from kvplan.workload.sampling import sample_workload
 
 Z = NormalDist()
 
@@ -253,8 +254,6 @@ class Workload(_Frozen):
 
     def sample(self, n_requests: int, rng: np.random.Generator | int | None = 0):
         """Draw ``n_requests`` requests as a ``Trace`` (arrival order) with prompt ``hash_ids``; see ``sample``."""
-        from kvplan.workload.sampling import sample_workload
-
         return sample_workload(self, n_requests, rng)
 
 

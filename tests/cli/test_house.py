@@ -140,3 +140,39 @@ def test_one_pd_call_resolves_each_candidate_deployment_once(monkeypatch):
     assert result.rows[0]["feasible"] and result.rows[1]["mode"] == "aggregated"
     assert len(resolved) == 4 and set(resolved.values()) == {1}
     assert sorted(p.tp for _, _, p in resolved) == [1, 2, 4, 8]
+
+
+TIER_FLAGS = ["--qps", "40", "--isl", "1k:8k", "--osl", "256:1k"]
+
+
+def test_tier_fleet_is_kvplan_plans_fleet(invoke):
+    """One instance per node (tp 8 on an 8-GPU node): tier's fleet is plan's, instance for instance."""
+    tier = json_rows(invoke("tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--tp", "8", *TIER_FLAGS, "--no-pd",
+                            "--format", "json"))[-1]
+    plan = _plan_row(invoke, "llama-3.1-8b", "hgx-h100-8", "--tp", "8", *TIER_FLAGS)
+    assert tier["instances"] == tier["plan_instances"] == plan["instances"]
+    assert tier["gpus"] == plan["total_gpus"]
+    assert tier["decode_batch_per_instance"] == plan["batch_mean"]
+    assert tier["tpot_s"] == plan["tpot_mean_s"]
+    assert tier["prefill_load_per_instance"] == plan["prefill_utilization"]
+
+
+def test_tier_places_plans_fleet_on_whole_nodes():
+    """tp 1 on an 8-GPU node: plan's N instances round up to whole nodes; the batch and TPOT are plan's fleet
+    model evaluated at that whole-node count."""
+    import math
+
+    from kvplan.plans.deployment import Parallelism, resolve
+    from kvplan.plans.fleet.aggregated import FleetWorkload, plan_fleet
+    from kvplan.plans.tiers.plan import tier_plan
+    from kvplan.plans.tiers.reuse import from_workload
+    from kvplan.workload.synthetic import workload_from_flags
+
+    spec = workload_from_flags(rate_per_s=40, isl="1k:8k", osl="256:1k")
+    summary = tier_plan("llama-3.1-8b", system="hgx-h100-8", tp=1, reuse=from_workload(spec), pd=False).result.rows[-1]
+    fleet = plan_fleet(resolve("llama-3.1-8b", "hgx-h100-8", parallel=Parallelism(tp=1)), FleetWorkload.from_spec(spec))
+    assert summary["plan_instances"] == fleet.instances
+    assert summary["nodes"] == math.ceil(fleet.instances / 8) and summary["instances"] == 8 * summary["nodes"]
+    point = fleet.setup["model"].evaluate(summary["instances"])
+    assert summary["decode_batch_per_instance"] == point.batch_mean
+    assert summary["tpot_s"] == point.tpot["mean"]

@@ -86,6 +86,12 @@ def test_latency_explain_shows_every_term(invoke):
     (["--eta-mem", "1.5"], "--eta-mem must be in (0, 1]"),
     (["--step-overhead", "fast"], "cannot read a duration 'fast'"),
     (["--chunk-size", "0"], "--chunk-size must be a positive integer"),
+    (["--enable-expert-parallel"], "has no routed experts (a dense model)"),
+    (["--tp", "4", "--dp", "3"], "= 12 GPUs exceed h200's 8 GPUs per node and the card has no NIC"),
+    (["--dp", "0"], "--dp must be >= 1"),
+    (["--perf-model", "magic"], "--perf-model must be operators or roofline"),
+    (["--batch", "most"], "cannot read a token count 'most'"),
+    (["--max-num-seqs", "0"], "--max-num-seqs must be a positive integer"),
 ])
 def test_latency_bad_input_exits_2_with_one_clear_line(invoke, args, message):
     result = invoke("latency", "llama-3.1-70b", "h200", *args)
@@ -139,3 +145,24 @@ def test_help_lists_latency_and_calibrate(invoke):
     out = invoke("--help").stdout
     assert "latency" in out and "calibrate" in out
     assert "--chunk-size" in invoke("latency", "--help").stdout
+
+
+@pytest.mark.parametrize(("model", "args", "message"), [
+    ("deepseek-v3", ["--dp", "3", "--enable-expert-parallel"], "EP size 3 (TP 1 × DP 3) does not divide"),
+    ("deepseek-v3", ["--dp", "16", "--enable-expert-parallel"], "exceed h200's 8 GPUs per node"),
+    ("deepseek-v3", ["--ep-redundant-experts", "32"], "--ep-redundant-experts needs --enable-expert-parallel"),
+])
+def test_moe_parallelism_bad_input_is_one_error_and_hint(invoke, model, args, message):
+    result = invoke("latency", model, "h200", *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert lines[0].startswith("Error: ") and message in lines[0]
+    assert lines[1].startswith("Hint: ") and len(lines) == 2
+
+
+def test_expert_parallel_across_nodes_over_the_system_nic(invoke):
+    result = invoke("latency", "deepseek-v3", "h200", "--system", "hgx-h200-8", "--dp", "72",
+                    "--enable-expert-parallel", "--ep-redundant-experts", "32", "--batch", "720", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    row = json.loads(result.stdout)[0]
+    assert (row["ep"], row["gpus"], row["dp"]) == (72, 72, 8 * 9) and row["decode_comm_s"] > 0

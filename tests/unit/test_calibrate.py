@@ -161,3 +161,34 @@ def test_more_bad_csvs(tmp_path):
             read_measurements(path)
     with pytest.raises(InputError, match="no file"):
         read_measurements(tmp_path / "absent.csv")
+
+
+# --------------------------------------------------------------------------- telling the truth
+
+
+def test_an_efficiency_at_its_bound_is_warned(tmp_path):
+    """Llama-3.1-8B bf16 reads ~16 GB per step: 4.8 ms at H100's 3.35 TB/s. Rows measured at 2 ms are
+    faster than physics allows, so η_mem lands on its bound of 1 and the command says so."""
+    path = tmp_path / "too-fast.csv"
+    path.write_text("batch,context,step_time_s\n1,1000,0.002\n2,1000,0.00201\n4,2000,0.00203\n")
+    cal = calibrate("llama-3.1-8b", "h100-sxm", path)
+    assert cal.fit.eta_mem == pytest.approx(1.0)
+    assert any("η_mem = 1.0000 sits at its bound" in n for n in cal.result.assumptions)
+
+
+def test_holdout_scores_rows_it_did_not_fit(tmp_path):
+    src = CAL / "llama-3.1-8b-h100-sxm-synthetic.csv"
+    lines = src.read_text().splitlines()
+    header, body = lines[0], lines[1:]
+    cal = calibrate("llama-3.1-8b", "h100-sxm", src, holdout=0.3)      # every 4th row held out
+    sets = [r["set"] for r in cal.result.rows]
+    assert sets == ["held out" if (i + 1) % 4 == 0 else "fit" for i in range(len(body))]
+    train_only = tmp_path / "train.csv"
+    train_only.write_text("\n".join([header] + [row for i, row in enumerate(body) if (i + 1) % 4 != 0]) + "\n")
+    alone = calibrate("llama-3.1-8b", "h100-sxm", train_only)
+    assert (cal.fit.eta_mem, cal.fit.eta_flops, cal.fit.step_overhead_s) == pytest.approx(
+        (alone.fit.eta_mem, alone.fit.eta_flops, alone.fit.step_overhead_s), rel=1e-9)
+    assert "held out (3 rows, not fitted): median |error|" in cal.result.verdict
+    assert all(r["error_pct"] == pytest.approx(r["relative_error"] * 100) for r in cal.result.rows)
+    with pytest.raises(InputError, match="--holdout"):
+        calibrate("llama-3.1-8b", "h100-sxm", src, holdout=0.9)

@@ -149,9 +149,29 @@ def test_a_link_without_bandwidth_is_an_error_naming_the_card():
     nvl72 = Side(load_hardware("gb200"), load_system("gb200-nvl72"))
     with pytest.raises(MissingFigureError, match=r"gb200-nvl72 has no nic link.*system_cards/gb200-nvl72.yaml"):
         resolve_link("nic", nvl72, nvl72)
-    with pytest.raises(MissingFigureError, match="h20-8 has no nic"):
+
+
+
+def test_a_decode_system_without_a_nic_is_an_error_naming_the_card(tmp_path):
+    """Heterogeneous P/D needs both systems' NICs; a system card without one is named in the error."""
+    card = tmp_path / "h20-8-no-nic.yaml"
+    card.write_text(
+        "name: h20-8-no-nic\naccelerator: h20\naccelerators: 8\nscale_up_domain: 8\n"
+        "source: [test card]\nscale_up: {name: NVLink, bandwidth_bytes_per_s: 450.0e+9}\n"
+    )
+    with pytest.raises(MissingFigureError, match="h20-8-no-nic has no nic"):
         one(model="llama-3.1-8b", hardware="h100-sxm", system="hgx-h100-8", decode_hardware="h20",
-            decode_system="h20-8", qps=1, isl="2k", osl=64)
+            decode_system=str(card), qps=1, isl="2k", osl=64)
+
+
+def test_h100_prefill_h20_decode_runs_on_the_shipped_cards():
+    """h20-8 carries its NIC (4 x 400 Gb/s per node, Ant Group's H20 nodes): 25 GB/s per GPU, the lesser side."""
+    h100, h20 = Side(load_hardware("h100-sxm"), load_system("hgx-h100-8")), Side(load_hardware("h20"), load_system("h20-8"))
+    assert_allclose(load_system("h20-8").nic.bandwidth_bytes_per_s * 8, 4 * 400e9 / 8)
+    assert resolve_link("nic", h100, h20).bandwidth_bytes_per_s <= 25e9
+    row = one(model="llama-3.1-8b", hardware="h100-sxm", system="hgx-h100-8", decode_hardware="h20",
+              decode_system="h20-8", qps=1, isl="2k", osl=64)
+    assert row["kv_transfer_s"] > 0
 
 
 # --------------------------------------------------------------------------- pools

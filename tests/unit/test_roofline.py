@@ -293,7 +293,8 @@ def test_bad_input_names_the_field():
 
 # --------------------------------------------------------------------------- published measurements
 # TensorRT-LLM v0.9.0 docs/source/performance.md (every row of its throughput and first-token tables) with
-# kvplan's estimates as docs/_latency_validation.md prints them: (card, model, batch, tp, isl, osl, kind,
+# kvplan's flat-roofline estimates (perf_model="roofline") as docs/_latency_validation.md prints them:
+# (card, model, batch, tp, isl, osl, kind,
 # measured [tok/s/GPU or ms], kvplan with default η, kvplan with the card's calibrated η). These tests keep
 # the page honest: an estimate that moves by more than 0.5 % fails until the page is regenerated.
 
@@ -378,7 +379,7 @@ TRTLLM_V090 = [
 def _published_estimate(card, model, batch, tp, isl, osl, kind, efficiencies):
     dtype = "auto" if card == "a100-80gb" else "fp8"
     row = latency(model, card, isl=isl, osl=osl, batch=batch, tp=tp, weights_dtype=dtype, kv_dtype=dtype,
-                  engine="trtllm", efficiencies=efficiencies).rows[0]
+                  engine="trtllm", efficiencies=efficiencies, perf_model="roofline").rows[0]
     return row["tokens_per_s_per_gpu"] if kind == "tput" else row["ttft_s"] * 1e3
 
 

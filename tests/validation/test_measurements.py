@@ -19,9 +19,23 @@ COMMON = ["model", "gpu", "num_gpus", "tp", "weights_dtype", "isl", "osl", "metr
 REQUIRED = {
     "trtllm_perf_overview.csv": ["source_repo", "source_path", "source_version", "source_url", "pp", "ep",
                                  "attention_dp", "kv_dtype", "engine", "engine_version", *COMMON],
+    "scoring_set.csv": ["group", "architecture", "phase", "source", "source_url", "source_locator", "engine",
+                        "engine_version", "model_card", "hardware_card", "batch", "concurrency", "ep", "attention_dp",
+                        "kv_dtype", *COMMON],
+    "closed_loop.csv": ["source", "source_url", "source_locator", "engine", "engine_version", "engine_config", "client",
+                        "model", "model_card", "gpu", "hardware_card", "num_gpus", "tp", "weights_dtype", "kv_dtype",
+                        "isl", "osl", "concurrency", "ttft_mean_ms", "ttft_median_ms", "tpot_mean_ms", "itl_mean_ms",
+                        "itl_median_ms", "output_tokens_per_s", "notes"],
 }
-POSITIVE_INT = ("num_gpus", "tp", "isl", "osl")
-OPTIONAL_POSITIVE_INT = ("pp", "ep", "attention_dp", "concurrency", "num_requests", "batch")
+# columns every row of a file fills with a positive integer, and ones that are positive when present
+POSITIVE_INT = {"trtllm_perf_overview.csv": ("num_gpus", "tp", "isl", "osl"),
+                "scoring_set.csv": (),
+                "closed_loop.csv": ("num_gpus", "tp", "isl", "osl", "concurrency")}
+OPTIONAL_POSITIVE_INT = ("num_gpus", "tp", "isl", "osl", "pp", "ep", "attention_dp", "concurrency", "num_requests",
+                         "batch", "nodes")
+CLOSED_LOOP_METRICS = ("ttft_mean_ms", "ttft_median_ms", "ttft_p99_ms", "tpot_mean_ms", "tpot_median_ms", "tpot_p99_ms",
+                       "itl_mean_ms", "itl_median_ms", "itl_p99_ms", "output_tokens_per_s", "request_throughput_per_s")
+SCORING_GROUPS = ("dense_decode_batch1", "dense_max_throughput", "moe", "prefill_ttft")
 
 
 def _rows(name: str) -> list[dict]:
@@ -39,19 +53,29 @@ def test_csv_has_the_required_columns_and_rows(name):
     assert len(_rows(name)) >= 8
 
 
+def _positive(text: str) -> bool:
+    value = float(text)
+    return math.isfinite(value) and value > 0
+
+
 @pytest.mark.parametrize("name", sorted(REQUIRED))
 def test_every_row_has_a_source_and_positive_figures(name):
     for i, row in enumerate(_rows(name), start=2):
         where = f"{name} line {i}"
-        assert any(row.get(k, "").strip() for k in ("source_url", "source")), f"{where}: no source"
-        for col in POSITIVE_INT:
+        assert row["source_url"].startswith("https://"), f"{where}: no source URL"
+        assert row["notes"].strip(), f"{where}: no notes"
+        for col in POSITIVE_INT[name]:
             assert int(row[col]) > 0, f"{where}: {col}"
         for col in OPTIONAL_POSITIVE_INT:
             if row.get(col, "").strip():
                 assert int(row[col]) > 0, f"{where}: {col}"
-        value = float(row["value"])
-        assert math.isfinite(value) and value > 0, f"{where}: value {row['value']}"
-        assert row["unit"].strip() and row["metric"].strip() and row["notes"].strip(), where
+        if "value" in row:
+            assert _positive(row["value"]), f"{where}: value {row['value']}"
+            assert row["unit"].strip() and row["metric"].strip(), where
+        else:
+            present = [m for m in CLOSED_LOOP_METRICS if row[m].strip()]
+            assert row["output_tokens_per_s"].strip() and present, where
+            assert all(_positive(row[m]) for m in present), where
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED))
@@ -95,6 +119,71 @@ def test_trtllm_worked_rows_match_the_page():
     assert (int(qwen["value"]), qwen["ep"], qwen["attention_dp"]) == (3288, "4", "4")
     newest = [r for r in _rows("trtllm_perf_overview.csv") if r["engine_version"] == "1.2.0"]
     assert int(_one(newest, model="DeepSeek-R1-0528", hardware_card="h200", isl=1024, osl=1024)["value"]) == 1724
+
+
+def test_scoring_set_groups_are_the_four_and_hold_eight_rows_each():
+    rows = _rows("scoring_set.csv")
+    groups = {r["group"] for r in rows}
+    assert set(SCORING_GROUPS) <= groups <= {*SCORING_GROUPS, "dense_decode_batched"}
+    for group in SCORING_GROUPS:
+        assert sum(r["group"] == group for r in rows) >= 8, group
+    for r in rows:
+        assert r["architecture"] in ("dense", "moe")
+        assert (r["group"] == "prefill_ttft") == (r["phase"] == "prefill"), r["source_locator"]
+        assert (r["group"] == "moe") <= (r["architecture"] == "moe")
+        # the fitting set never scores: no row comes from TensorRT-LLM's perf-overview / performance.md tables
+        assert "perf-overview" not in r["source"] + r["source_url"] and "performance.md" not in r["source_url"]
+
+
+def test_scoring_rows_match_their_sources():
+    """A few figures typed by hand from the pages (vLLM FP8-KV blog, gpt-fast README, LMSYS, ROCm README)."""
+    rows = _rows("scoring_set.csv")
+
+    def value(**match):
+        found = [r for r in rows if all(r[k] == str(v) for k, v in match.items())]
+        assert len(found) == 1, match
+        return float(found[0]["value"])
+
+    assert value(hardware_card="b200", model_card="llama-3.1-8b", kv_dtype="bf16", metric="itl_fit_slope_ms_per_context_token") == 1.80e-05
+    assert value(hardware_card="h100-sxm", model_card="llama-3.1-8b", kv_dtype="fp8", metric="itl_fit_intercept_ms") == 6.58
+    assert value(model_card="llama-2-70b", tp=8, metric="output_tokens_per_s_per_user") == 62.50
+    assert value(model_card="deepseek-v3", hardware_card="h100-sxm", phase="decode") == 22282
+    assert value(hardware_card="mi300x", model_card="llama-3.1-405b", batch=128, isl=2048, metric="e2e_latency_s") == 125.471
+
+
+def test_closed_loop_rows_obey_littles_law():
+    """Closed loop: throughput = concurrency x OSL / (TTFT + (OSL - 1) x TPOT) for every published run (means where
+    published, else medians; ±15% length spread in the vLLM rows). A mistyped digit breaks it."""
+    for i, r in enumerate(_rows("closed_loop.csv"), start=2):
+        ttft_s = float(r["ttft_mean_ms"] or r["ttft_median_ms"]) / 1e3
+        step_s = float(r["tpot_mean_ms"] or r["itl_mean_ms"] or r["itl_median_ms"]) / 1e3
+        osl, c = int(r["osl"]), int(r["concurrency"])
+        little = c * osl / (ttft_s + (osl - 1) * step_s)
+        assert 0.95 <= little / float(r["output_tokens_per_s"]) <= 1.25, f"closed_loop.csv line {i}"
+
+
+def test_closed_loop_worked_rows():
+    rows = _rows("closed_loop.csv")
+    nim = _one(rows, engine_version="1.8.0", concurrency=1)
+    assert (float(nim["ttft_mean_ms"]), float(nim["itl_mean_ms"]), float(nim["output_tokens_per_s"])) == (406.77, 18.58, 51.67)
+    h200 = _one(rows, hardware_card="h200", engine="vllm", concurrency=4, osl=800)
+    assert float(h200["tpot_mean_ms"]) == 25.72997376 and int(h200["isl"]) == 3200
+
+
+def test_deepep_h800_figures_stay_under_the_links_of_the_h800_cards():
+    """DeepEP's measured bandwidths on H800 + CX7 400 Gb/s: RDMA at or below the NIC's 50 GB/s, NVLink at or below the
+    160 GB/s DeepSeek quotes as the achievable NVLink rate (the hgx-h800-8 card's 200 GB/s x 0.8)."""
+    node = load_system("hgx-h800-8")
+    rows = list(csv.DictReader(open(MEASUREMENTS / "deepep_h800.csv", newline="")))
+    assert len(rows) == 32 and all(r["source_url"].startswith("https://github.com/deepseek-ai/DeepEP/") for r in rows)
+    for r in rows:
+        assert _positive(r["value"]) and int(r["ep_size"]) >= 8
+        if r["metric"] == "bottleneck_bandwidth_nvlink_GB_per_s":
+            assert float(r["value"]) * 1e9 <= node.scale_up.bandwidth_bytes_per_s * node.scale_up.efficiency
+        elif r["metric"].startswith(("bottleneck_bandwidth_rdma", "rdma_bandwidth")):
+            assert float(r["value"]) * 1e9 <= node.nic.bandwidth_bytes_per_s * node.nic.count
+    latency = {(r["operation"], int(r["ep_size"])): float(r["value"]) for r in rows if r["metric"] == "latency_us"}
+    assert latency[("dispatch", 8)] == 163 and latency[("combine", 256)] == 360
 
 
 # --------------------------------------------------------------------------- DeepSeek day 6

@@ -23,27 +23,15 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InputError
-from kvplan.result import Result
+from kvplan.plans.check.context import PlanContext, Produced  # noqa: F401  (re-exported for producers)
 
 if TYPE_CHECKING:
-    from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
     from kvplan.plans.check.planfile import Plan
-
-
-@dataclass
-class Produced:
-    """One producer's output: metric values, the chain of numbers behind them, its notes."""
-
-    values: dict[str, float | bool]
-    explain: list[str] = field(default_factory=list)
-    assumptions: list[str] = field(default_factory=list)
-    result: Result | None = None
 
 
 @dataclass(frozen=True)
@@ -101,58 +89,6 @@ def suggest(name: str) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
-class PlanContext:
-    """A plan with its cards loaded once; producers read from it and cache their output."""
-
-    def __init__(self, plan: Plan, base_dir: Path, cards: tuple[Path, ...] = ()) -> None:
-        self.plan = plan
-        self.base_dir = base_dir
-        self.cards = cards
-        self._produced: dict[str, Produced] = {}
-
-    @cached_property
-    def model_card(self) -> ModelCard:
-        from kvplan.cards.loader import load_model
-
-        return load_model(self._path_or_name(self.plan.model), self.cards)
-
-    @cached_property
-    def system_card(self) -> SystemCard | None:
-        from kvplan.cards.loader import load_system
-
-        return load_system(self._path_or_name(self.plan.system), self.cards) if self.plan.system else None
-
-    @cached_property
-    def hardware_card(self) -> HardwareCard:
-        from kvplan.cards.loader import load_hardware
-
-        name = self.plan.hardware or self.system_card.accelerator
-        return load_hardware(self._path_or_name(name), self.cards)
-
-    def _path_or_name(self, text: str) -> str:
-        """Card files named in a plan are relative to the plan file."""
-        if text.endswith((".yaml", ".yml", ".json")) and not Path(text).is_absolute():
-            return str(self.base_dir / text)
-        return text
-
-    @property
-    def max_model_len(self) -> int:
-        return self.plan.engine.max_model_len or self.model_card.max_context
-
-    @property
-    def concurrency(self) -> int:
-        workload = self.plan.workload
-        return workload.concurrency if workload and workload.concurrency else 1
-
-    def produce(self, producer: Producer) -> Produced:
-        if producer.name not in self._produced:
-            reason = producer.unavailable(self.plan)
-            if reason:
-                raise InputError(f"{producer.name} metrics: {reason}", "drop the assertions that need them")
-            self._produced[producer.name] = producer.compute(self)
-        return self._produced[producer.name]
-
-
 def evaluate(context: PlanContext, names: list[str] | None = None) -> dict[str, Produced]:
     """Run the producers of ``names`` (every available producer when None), fit first."""
     if names is None:
@@ -167,8 +103,6 @@ def evaluate(context: PlanContext, names: list[str] | None = None) -> dict[str, 
 
 
 def _fit_metrics(context: PlanContext) -> Produced:
-    from kvplan.calc.kv import kv_layout
-    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
     from kvplan.plans.sizing.fit import Overrides, fit
     from kvplan.plans.sizing.size import explain_layout
 
@@ -184,9 +118,7 @@ def _fit_metrics(context: PlanContext) -> Produced:
         allow_long_context=engine.allow_long_context,
     )
     row = result.rows[0]
-    layout = kv_layout(card, get_profile(engine.name), engine.kv_cache_dtype, engine.tensor_parallel_size,
-                       engine.pipeline_parallel_size, block_size=engine.block_size,
-                       max_num_batched_tokens=engine.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    dep = context.deployment
     values = {
         "kv_cache_memory_bytes": row["kv_cache_memory_bytes"],
         "num_blocks": row["num_blocks"],
@@ -207,10 +139,10 @@ def _fit_metrics(context: PlanContext) -> Produced:
         "gpu_memory_bytes": row["gpu_memory_bytes"],
         "gpus_per_instance": engine.tensor_parallel_size * engine.pipeline_parallel_size,
     }
-    explain = explain_layout(card, layout, seq) + result.explain
-    pool = row["num_blocks"] * row["block_bytes_per_gpu"]
+    explain = explain_layout(card, dep.layout, seq) + result.explain
+    pool = dep.pool.bytes_per_gpu
     explain.append(
-        f"max concurrency at {seq:,} tokens = {row['num_blocks']:,} blocks × {row['block_bytes_per_gpu']:,.0f} B "
+        f"max concurrency at {seq:,} tokens = {dep.pool.blocks_per_gpu:,} blocks × {dep.pool.block_bytes_per_gpu:,.0f} B "
         f"/ {row['kv_bytes_per_sequence_per_gpu']:,} B per request = {row['max_concurrency']:,.4g}; "
         f"max context at concurrency {batch}: {row['max_context_at_batch']:,} tokens (pool {pool:,.0f} B)")
     if result.verdict:
@@ -427,8 +359,8 @@ def _aggregated_metrics(context: PlanContext) -> Produced:
     """Size the aggregated fleet for the plan's workload and SLOs; infeasible plans give ∞ counts."""
     import math
 
-    from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
-    from kvplan.plans.check.planfile import parse_slo
+    from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, plan_aggregated
+    from kvplan.workload.slo import parse_slo
 
     plan, engine = context.plan, context.plan.engine
     workload = plan.workload
@@ -449,8 +381,7 @@ def _aggregated_metrics(context: PlanContext) -> Produced:
     for kind in ("ttft", "tpot"):
         text = getattr(plan.slo, kind) if plan.slo else None
         if text is not None:
-            stat, limit = parse_slo(text)
-            slos.append(Slo(kind, stat, limit))
+            slos.append(parse_slo(kind, text))
     settings = EngineSettings(
         engine=engine.name, kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
         gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,

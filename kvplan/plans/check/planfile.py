@@ -27,7 +27,6 @@ any number is computed.
 from __future__ import annotations
 
 import reprlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -40,7 +39,8 @@ from kvplan.engines import ENGINE_NAMES
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.expr import Assertion, parse_assertion
-from kvplan.units import parse_bytes, parse_seconds, parse_tokens
+from kvplan.units import parse_bytes, parse_tokens
+from kvplan.workload.slo import parse_slo as _parse_slo
 from kvplan.workload.synthetic import parse_length
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -173,20 +173,19 @@ class Workload(PlanModel):
         return self.trace is not None or self.isl is not None
 
 
-_SLO = re.compile(r"^\s*(mean|p\d{2}(?:\.\d+)?)\s*(<=|<)\s*(\S+)\s*$")
 SLO_STATS = ("mean", "p50", "p90", "p95", "p99")
 
 
 def parse_slo(text: str) -> tuple[str, float]:
-    """``'p99<=2s'`` → ('p99', 2.0)."""
-    match = _SLO.match(str(text))
-    if not match or match.group(1) not in SLO_STATS:
-        raise ValueError(f"cannot read SLO '{text}' (write e.g. 'p99<=2s' or 'p50<=50ms'; "
-                         f"statistics: {', '.join(SLO_STATS)})")
+    """``'p99<=2s'`` → ('p99', 2.0): the one SLO grammar (:func:`kvplan.workload.slo.parse_slo`), with a
+    statistic the plan's metrics carry (mean, p50, p90, p95, p99)."""
     try:
-        return match.group(1), parse_seconds(match.group(3))
+        slo = _parse_slo("slo", text)
     except KvplanError as exc:
-        raise ValueError(exc.message) from None
+        raise ValueError(exc.message.removeprefix("--slo: ")) from None
+    if slo.stat not in SLO_STATS:
+        raise ValueError(f"cannot read SLO '{text}': the statistic must be one of {', '.join(SLO_STATS)}")
+    return slo.stat, slo.limit_s
 
 
 class SLO(PlanModel):

@@ -11,7 +11,7 @@ numpy evaluation:
     max concurrency     = pool / per-sequence bytes on one GPU              (n_seq)
     fits                = budget > 0 and max concurrency ≥ batch            (n_seq × n_batch)
     max context         = min(KVLayout.max_sequence_len(pool, batch), max(model max, seq))
-    decode step         = roofline decode_step(batch, context = seq)       (n_seq × n_batch)
+    decode step         = per-operator decode_step(batch, context = seq)   (n_seq × n_batch)
 
 Rows come out seq-major, batch-minor within a combination, combinations in grid order.
 :func:`sweep_stream` yields them in chunks of at most ``CHUNK_POINTS`` points (every
@@ -36,10 +36,10 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
-from kvplan.calc.kv import kv_layout
-from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError, KvplanError, MissingFigureError
 from kvplan.plans.check.planfile import Tokens, describe_errors, read_yaml
+from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.check.sweep_format import LATENCY_COLUMNS as LATENCY
 from kvplan.units import parse_tokens
 
@@ -213,35 +213,34 @@ class SweepResult:
         return self.blocks[0].column_names if self.blocks else COORDINATES + SIZE_FIT_COLUMNS
 
 
-def _fit_scalars(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str) -> dict:
-    """The combination's budget figures from kvplan.plans.sizing.fit.fit itself (one point, batch 1)."""
-    from kvplan.plans.sizing.fit import fit
-
-    row = fit(card, hw, seq=[1], batch=[1], kv_dtype=[dtype], tp=[tp], pp=pp, engine=[engine],
-              weights_dtype=grid.weights_dtype, gpu_memory_utilization=grid.gpu_memory_utilization,
-              block_size=grid.block_size, max_num_batched_tokens=grid.max_num_batched_tokens,
-              max_num_seqs=grid.max_num_seqs, allow_long_context=True).rows[0]
-    return row
+def _deployment(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str):
+    """The combination's deployment: the engine's start-up KV pool (the arithmetic of ``kvplan fit``)."""
+    settings = EngineSettings(
+        engine=engine, kv_dtype=dtype, weights_dtype=grid.weights_dtype,
+        gpu_memory_utilization=grid.gpu_memory_utilization, max_num_seqs=grid.max_num_seqs,
+        chunk_tokens=grid.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, block_size=grid.block_size)
+    return resolve(card, hw, engine=settings, parallel=Parallelism(tp, pp))
 
 
-def _blocks(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, seqs: np.ndarray,
-            batches: np.ndarray, latency_model, chunk_points: int = CHUNK_POINTS) -> Iterator[Block]:
+def _whole(x) -> int | float:
+    x = float(x)
+    return int(x) if x.is_integer() else x
+
+
+def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
+            chunk_points: int = CHUNK_POINTS) -> Iterator[Block]:
     """The combination's points, in chunks of at most ``chunk_points`` (whole seq rows).
 
     Everything that can reject the combination runs before the first chunk is made; calling
     ``next`` once therefore checks it (the caller does so for every combination up front).
     """
-    profile = get_profile(engine)
-    layout = kv_layout(card, profile, dtype, tp, pp, block_size=grid.block_size,
-                       max_num_batched_tokens=grid.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
-    f = _fit_scalars(card, hw, grid, dtype, tp, pp, engine)
-    kv_bytes, blocks, block_bytes = f["kv_cache_memory_bytes"], float(f["num_blocks"]), f["block_bytes_per_gpu"]
-    pool = blocks * block_bytes
-    scalars = {"model": card.name, "hardware": hw.name, "kv_dtype": layout.kv_dtype, "tp": tp, "pp": pp,
-               "engine": engine, "kv_bytes_per_token": f["kv_bytes_per_token"],
-               "kv_bytes_per_token_per_gpu": f["kv_bytes_per_token_per_gpu"],
-               "weights_bytes_per_gpu": f["weights_bytes_per_gpu"], "kv_cache_memory_bytes": kv_bytes,
-               "num_blocks": f["num_blocks"], "kv_cache_tokens": f["kv_cache_tokens"]}
+    card, layout = dep.model, dep.layout
+    kv_bytes, pool = dep.memory.kv_cache_memory_bytes, dep.pool.blocks_per_gpu * dep.pool.block_bytes_per_gpu
+    scalars = {"model": card.name, "hardware": dep.hardware.name, "kv_dtype": layout.kv_dtype, "tp": dep.tp,
+               "pp": dep.pp, "engine": dep.engine.engine, "kv_bytes_per_token": _whole(layout.bytes_per_token),
+               "kv_bytes_per_token_per_gpu": _whole(layout.bytes_per_token_per_gpu),
+               "weights_bytes_per_gpu": dep.memory.weights_bytes_per_gpu, "kv_cache_memory_bytes": kv_bytes,
+               "num_blocks": dep.pool.blocks_per_gpu, "kv_cache_tokens": dep.pool.tokens_per_gpu}
     upper = max(card.max_context, int(seqs.max()))
     longest = layout.max_sequence_len(pool, batches, upper=upper)           # per batch value
     step = max(1, chunk_points // len(batches))
@@ -276,30 +275,36 @@ def _blocks(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, seq
         )
 
 
-def _latency_model(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str, notes: list[str],
-                   latency_notes: list[str]):
+def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
     """A function (seqs, batches) → decode-step columns, or None when latency does not apply."""
     if not grid.latency:
         return None
     try:
-        from kvplan.calc.roofline import compute_dtype_for, decode_step, model_cost
-        from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+        from kvplan.calc.roofline import decode_step
     except ImportError:
         return None
-    if pp > 1:
+    card, hw, tp = dep.model, dep.hardware, dep.tp
+    if dep.pp > 1:
         notes.append("latency columns are empty for pp > 1 (the roofline models one pipeline stage-less instance)")
         return _empty_latency
     try:
-        cost = model_cost(card, get_profile(engine), grid.weights_dtype, dtype, tps=[tp])
-        compute = compute_dtype_for(cost.weights_dtype, card.dtype)
-        machine, machine_notes = resolve_machine(hw, compute, cost.weights_dtype, cost.layers, Efficiencies(), tp)
+        cost, machine = dep.cost, dep.machine
     except MissingFigureError as exc:
         notes.append(f"latency columns are empty for {card.name} on {hw.name} tp={tp}: {exc.message}")
         return _empty_latency
-    latency_notes.extend(machine_notes)
+    latency_notes.extend(dep.machine_notes)
+    from kvplan.calc.operators import Parallel
+    from kvplan.plans.sizing.latency_ops import load_tables
+    from kvplan.plans.sizing.perfmodel import operator_model
+
+    eff = dep.engine.efficiencies
+    pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, dep.engine.engine,
+                                              eff.eta_mem is not None or eff.eta_flops is not None,
+                                              eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes,
+                                              load_tables())
 
     def columns(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
-        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp)
+        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=pass_fn)
         return {"decode_step_s": step.time_s, "floor_decode_step_s": step.floor_s,
                 "decode_tokens_per_s": batches[None, :] / step.time_s}
 
@@ -393,8 +398,8 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
             reasons[reason] = reasons.get(reason, 0) + dropped
         if len(seqs):
             try:
-                latency_model = _latency_model(card, hw, grid, dtype, tp, pp, engine, notes, latency_notes)
-                chunks = _blocks(card, hw, grid, dtype, tp, pp, engine, seqs, batches, latency_model, chunk_points)
+                dep = _deployment(card, hw, grid, dtype, tp, pp, engine)
+                chunks = _blocks(dep, seqs, batches, _latency_model(dep, grid, notes, latency_notes), chunk_points)
                 next(chunks)
             except InputError as exc:
                 if strict:

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from kvplan.errors import InfeasibleError
-from kvplan.plans.check.metrics import PlanContext, Produced
+from kvplan.plans.check.context import PlanContext, Produced
 from kvplan.plans.tiers.reuse import from_trace, from_workload
 from kvplan.plans.tiers.plan import tier_plan
 from kvplan.workload.synthetic import workload_from_flags

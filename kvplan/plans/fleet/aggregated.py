@@ -20,7 +20,6 @@ A PD planner calls :func:`plan_aggregated` for the aggregated alternative.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,41 +31,16 @@ from kvplan.plans.fleet import model as fm
 from kvplan.plans.fleet.binding import binding, binding_detail
 from kvplan.plans.fleet.model import STATS, FleetModel, LengthStats, Point, Slo
 from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism, resolve
-from kvplan.units import format_bytes, format_seconds, parse_seconds
+from kvplan.units import format_bytes, format_seconds
+from kvplan.workload.slo import parse_slo  # noqa: F401  (re-exported: the one SLO grammar)
 from kvplan.workload.summary import rate_buckets
 from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace
 
 DEFAULT_SAMPLE = 100_000
-_SLO_TEXT = re.compile(r"^\s*(p\d{1,2}(?:\.\d+)?|mean)\s*<=\s*(\S+)\s*$", re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------- inputs
-
-
-def parse_slo(kind: str, text: str) -> Slo:
-    """``'p99<=2s'`` → Slo('ttft', 'p99', 2.0); strict: a percentile pNN (or mean), '<=', a duration > 0."""
-    flag = f"--{kind}"
-    match = _SLO_TEXT.match(str(text))
-    hint = f"write {flag} as a percentile and a duration, e.g. {flag} 'p99<=2s' or {flag} 'p90<=50ms'"
-    if not match:
-        if re.match(r"^\s*(p\d{1,2}(?:\.\d+)?|mean)\s*<[^=]", str(text), re.IGNORECASE):
-            raise InputError(f"{flag}: cannot read SLO '{text}': write '<=' (a target is an upper bound)", hint)
-        raise InputError(f"{flag}: cannot read SLO '{text}'", hint)
-    stat = match.group(1).lower()
-    if stat != "mean" and not 0 < float(stat[1:]) < 100:
-        raise InputError(f"{flag}: percentile {stat} is not between p0 and p100", hint)
-    try:
-        limit = parse_seconds(match.group(2))
-    except InputError as exc:
-        no_unit = "has no unit" in exc.message
-        raise InputError(f"{flag}: cannot read the duration '{match.group(2)}' in '{text}'"
-                         + (": it has no unit" if no_unit else ""), f"{exc.hint.split('?')[0]}? {hint}" if no_unit else hint) from None
-    if limit <= 0:
-        raise InputError(f"{flag}: the limit must be > 0 (got '{text}')", hint)
-    if stat.endswith(".0"):
-        stat = stat[:-2]
-    return Slo(kind, stat, limit)
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ import numpy as np
 from kvplan.calc import tails
 from kvplan.calc.roofline import decode_step
 from kvplan.plans.sizing.latency import mixed_chunk_step
+from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
 Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
 QUANTILE_POINTS = 256
@@ -198,23 +199,6 @@ def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_
         prefill_alone_s=points[0],
         batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
     )
-
-
-@dataclass(frozen=True)
-class Slo:
-    """A latency target: ``kind`` ttft or tpot, statistic (mean, p50 … p99.9), limit in seconds."""
-
-    kind: str
-    stat: str
-    limit_s: float
-
-    @property
-    def quantile(self) -> float | None:
-        return None if self.stat == "mean" else float(self.stat[1:]) / 100
-
-    @property
-    def text(self) -> str:
-        return f"{self.kind} {self.stat}<={self.limit_s:g}s"
 
 
 @dataclass

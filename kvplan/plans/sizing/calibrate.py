@@ -51,7 +51,7 @@ from kvplan.plans.sizing.latency import Efficiencies, check_parallel_modes, reso
 from kvplan.result import Result
 from kvplan.units import format_seconds
 
-CALIBRATE_COLUMNS = ["line", "kind", "batch", "tp", "tokens", "measured_s", "predicted_s", "relative_error",
+CALIBRATE_COLUMNS = ["line", "kind", "set", "batch", "tp", "tokens", "measured_s", "predicted_s", "error_pct",
                      "bound"]
 INT_COLUMNS = ("batch", "context", "isl", "tp")
 TIME_COLUMNS = ("step_time_s", "ttft_s")
@@ -227,9 +227,16 @@ def fit_efficiency(op_memory_s: np.ndarray, op_compute_s: np.ndarray, comm_s: np
 def calibrate(
     model: str | ModelCard, hardware: str | HardwareCard, measurements: str | Path, tp: int = 1, *,
     ep: int = 1, kv_dtype: str = "auto", weights_dtype: str = "auto", compute_dtype: str | None = None,
-    engine: str = "vllm", name: str | None = None, cards: tuple[Path, ...] = (),
+    engine: str = "vllm", name: str | None = None, cards: tuple[Path, ...] = (), holdout: float = 0.0,
 ) -> Calibration:
-    """Fit the hardware card's efficiencies to measured step times; returns the table and the overlay card."""
+    """Fit the hardware card's efficiencies to measured step times; returns the table and the overlay card.
+
+    ``holdout`` (0 ≤ f ≤ 0.5): every ⌈1/f⌉-th row (in file order) is left out of the fit and scored
+    with the fitted values, so the verdict gives an in-sample and a held-out error.
+    """
+    if not 0 <= holdout <= 0.5 or not math.isfinite(holdout):
+        raise InputError(f"--holdout must be in [0, 0.5] (got {holdout})",
+                         "the share of rows scored but not fitted, e.g. 0.3")
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
     hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
     path = Path(measurements)
@@ -252,13 +259,29 @@ def calibrate(
     comm_s = np.where(is_decode, dec.comm_s, pre.comm_s)
     memory_s, compute_s = op_memory_s.sum(axis=0), op_compute_s.sum(axis=0)
     measured = np.array([d.measured_s for d in data])
-    fit = fit_efficiency(op_memory_s, op_compute_s, comm_s, measured, prior)
+    held = np.zeros(len(data), dtype=bool)
+    if holdout > 0:
+        every = max(2, math.ceil(1 / holdout))
+        held[every - 1::every] = True
+        if held.sum() == 0 or (~held).sum() < 2:
+            raise InputError(f"--holdout {holdout:g} leaves {int((~held).sum())} row(s) to fit and "
+                             f"{int(held.sum())} to score", "add rows, or lower --holdout")
+    train = ~held
+    fit = fit_efficiency(op_memory_s[:, train], op_compute_s[:, train], comm_s[train], measured[train], prior)
+    predicted = (np.maximum(op_memory_s / fit.eta_mem, op_compute_s / fit.eta_flops).sum(axis=0) + comm_s
+                 + fit.step_overhead_s)
+    bound_all = np.array(["memory", "compute", "communication"])[np.argmax(np.stack([
+        np.where(op_memory_s / fit.eta_mem >= op_compute_s / fit.eta_flops, op_memory_s / fit.eta_mem, 0).sum(0),
+        np.where(op_memory_s / fit.eta_mem >= op_compute_s / fit.eta_flops, 0, op_compute_s / fit.eta_flops).sum(0),
+        comm_s]), axis=0)]
+    fit = dataclasses.replace(fit, predicted_s=predicted, bound=bound_all)
     rel = (fit.predicted_s - measured) / measured
-    rms = float(np.sqrt(np.mean(rel ** 2)))
+    rms = float(np.sqrt(np.mean(rel[train] ** 2)))
     rows = [{
         "line": d.line, "kind": d.kind, "batch": d.batch, "tp": d.tp, "tokens": d.tokens,
         "measured_s": d.measured_s, "predicted_s": float(fit.predicted_s[i]),
         "residual_s": float(measured[i] - fit.predicted_s[i]), "relative_error": float(rel[i]),
+        "error_pct": float(rel[i] * 100), "set": "held out" if held[i] else "fit",
         "bound": str(fit.bound[i]), "eta_mem": fit.eta_mem, "eta_flops": fit.eta_flops,
         "step_overhead_s": fit.step_overhead_s,
     } for i, d in enumerate(data)]
@@ -268,8 +291,12 @@ def calibrate(
         if k not in fit.fitted:
             notes.append(f"{k} not determined by the measurements (no row binds on it): kept at "
                          f"{getattr(fit, k):.4g}; add {wanted[k]}")
+    notes.extend(bound_warnings(fit))
     verdict = (f"fitted η_mem = {fit.eta_mem:.4f}, η_flops = {fit.eta_flops:.4f}, step overhead = "
-               f"{format_seconds(fit.step_overhead_s)} on {len(data)} rows; RMS relative error {rms:.2%}")
+               f"{format_seconds(fit.step_overhead_s)} on {int(train.sum())} rows; in-sample error "
+               f"{error_summary(rel[train])}; RMS relative error {rms:.2%}")
+    if held.any():
+        verdict += f"; held out ({int(held.sum())} rows, not fitted): {error_summary(rel[held])}"
     explain = [
         "t = Σ_op max(bytes / (BW × η_mem), FLOPs / (peak × η_flops)) + comm + overhead; least squares on relative "
         f"residuals, 1/η ≥ 1, overhead ≥ 0; {fit.iterations} assignment iteration(s)",
@@ -287,6 +314,28 @@ def calibrate(
                     columns=CALIBRATE_COLUMNS, explain=explain, assumptions=list(dict.fromkeys(notes)),
                     verdict=verdict)
     return Calibration(result=result, card=overlay, fit=fit)
+
+
+def error_summary(rel: np.ndarray) -> str:
+    """Median |error|, median signed error (bias) and p90 |error|, in percent."""
+    a = np.abs(rel)
+    return (f"median |error| {np.median(a):.1%}, bias {np.median(rel):+.1%}, p90 |error| "
+            f"{np.quantile(a, 0.9):.1%}")
+
+
+def bound_warnings(fit: Fit) -> list[str]:
+    """A fitted parameter at its bound says the model cannot explain the data there: say so."""
+    out = []
+    for key, label, value, bound, why in (
+            ("eta_mem", "η_mem", fit.eta_mem, 1.0, "the data ask for more than the card's peak bandwidth: check the "
+             "card, the weight/KV dtypes, or whether the engine reads fewer bytes than kvplan counts"),
+            ("eta_flops", "η_flops", fit.eta_flops, 1.0, "the data ask for more than the dtype's peak FLOPS: check "
+             "--weights-dtype / --compute-dtype"),
+            ("step_overhead_s", "step overhead", fit.step_overhead_s, 0.0, "the rows leave no time for a per-step "
+             "overhead; the efficiencies absorb it")):
+        if key in fit.fitted and abs(value - bound) <= 1e-6 * max(1.0, abs(bound)):
+            out.append(f"warning: {label} = {value:.4f} sits at its bound ({bound:g}): {why}")
+    return out
 
 
 def _overlay_card(hw: HardwareCard, fit: Fit, name: str, path: Path, model: ModelCard, n: int, rms: float):

@@ -35,12 +35,17 @@ import numpy as np
 
 from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, forward_pass,
                                   mean_over_output, model_cost, prefill, speculative_tokens_per_step)
-from kvplan.cards.loader import load_hardware, load_model
+from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
-from kvplan.errors import InputError, MissingFigureError
+from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
+from kvplan.calc.operators import Parallel, op_times
+from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
+                                    max_batch, operator_model)
+from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
+                                            memory_notes, with_system)
 from kvplan.units import format_bytes, format_seconds
 
 # kvplan-wide defaults, used only where the hardware card has no figure (printed as assumptions).
@@ -127,8 +132,9 @@ def resolve_machine(
 
     eta_mem = pick(eff.eta_mem, hw.efficiency.memory_bandwidth, DEFAULT_ETA_MEM, "η_mem",
                    "efficiency.memory_bandwidth", DEFAULT_ETA_MEM_SOURCE)
-    eta_flops = pick(eff.eta_flops, hw.efficiency.flops, DEFAULT_ETA_FLOPS, "η_flops",
-                     "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
+    by_dtype = (hw.efficiency.flops_by_dtype or {}).get(compute_dtype)
+    eta_flops = pick(eff.eta_flops, by_dtype if by_dtype is not None else hw.efficiency.flops, DEFAULT_ETA_FLOPS,
+                     "η_flops", "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
     overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
     if overhead is None:
         ops = OPS_PER_LAYER * layers + 1
@@ -198,7 +204,7 @@ def check_context(card: ModelCard, isl: list[int], osl: list[int], contexts: lis
 
 
 def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_tokens, chunk_tokens, *,
-                     tp=1, ep=1, overlap_comm=False):
+                     tp=1, ep=1, overlap_comm=False, pass_fn=None):
     """Steps that fuse ``batch`` decode tokens at ``context`` with one C-token chunk of a new prompt.
 
     Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
@@ -219,8 +225,9 @@ def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_t
           + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
     attention = b_b * cost.decode_attention_flops(ctx_b) + cost.prefill_attention_flops(start, end)
     rows = b_b + (end >= s[..., None])
-    step = forward_pass(cost, machine, tokens=b_b + end - start, kv_bytes=kv, attention_flops=attention,
-                        lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm).time_s
+    step = (pass_fn or forward_pass)(cost, machine, tokens=b_b + end - start, kv_bytes=kv, attention_flops=attention,
+                                     lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm,
+                                     batch=b_b + 1, context=ctx_b, phase="decode").time_s
     total = np.where(valid, step, 0.0).sum(axis=-1)
     return total / chunks, total
 
@@ -232,14 +239,38 @@ def latency(
     compute_dtype: str | None = None, engine: str = "vllm", chunk_size: int | None = None,
     speculation: Speculation | None = None, efficiencies: Efficiencies = Efficiencies(),
     overlap_comm: bool = False, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+    dp: int = 1, expert_parallel: bool = False, redundant_experts: int = 0, expert_imbalance: float | None = None,
+    two_batch_overlap: bool | None = None, perf_model: str = "operators", max_num_seqs: int | None = None,
+    system: str | None = None,
 ) -> Result:
-    """Roofline TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination."""
+    """TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination.
+
+    ``perf_model``: ``"operators"`` (default; :mod:`kvplan.calc.operators`, vLLM's ``--tp``/``--dp``/
+    ``--enable-expert-parallel``) or ``"roofline"`` (three operator classes at one η pair,
+    :func:`kvplan.calc.roofline.forward_pass`). ``batch="max"``: the largest batch the KV pool holds.
+    ``ep`` (legacy) is ``--tp 1 --dp ep --enable-expert-parallel``.
+    """
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
-    isls, osls, batches, tps = as_list(isl), as_list(osl), as_list(batch), as_list(tp)
+    hw = with_system(hardware, system, cards)
+    if perf_model not in ("operators", "roofline"):
+        raise InputError(f"--perf-model must be operators or roofline (got {perf_model!r})",
+                         "operators: per-operator efficiencies; roofline: one η pair for every operator")
+    batch_max = isinstance(batch, str) or (isinstance(batch, (list, tuple)) and "max" in batch)
+    if isinstance(batch, str) and batch != "max":
+        raise InputError(f"--batch must be whole numbers or max (got {batch!r})", "e.g. --batch 1,8,64 or --batch max")
+    isls, osls, tps = as_list(isl), as_list(osl), as_list(tp)
+    batches = [1] if batch_max else as_list(batch)
     contexts = as_list(context) if context is not None else None
     for name, values in (("--isl", isls), ("--osl", osls), ("--batch", batches), ("--tp", tps)):
         check_positive(name, values)
+    if max_num_seqs is not None:
+        check_positive("--max-num-seqs", [max_num_seqs])
+    if ep > 1 and perf_model == "operators":
+        if dp != 1 or expert_parallel:
+            raise InputError("--ep N is --tp 1 --dp N --enable-expert-parallel; do not combine it with --dp",
+                             "use --tp, --dp and --enable-expert-parallel (EP size = TP × DP)")
+        check_parallel_modes(card, tps, ep)
+        dp, expert_parallel, ep = ep, True, 1
     if contexts:
         check_positive("--context", contexts)
     if chunk_size is not None:
@@ -249,40 +280,74 @@ def latency(
     profile = get_profile(engine)
     cost = model_cost(card, profile, weights_dtype, kv_dtype, tps=tps)
     dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
-    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * ep)
+    pass_fn, clamped, attn_dp = None, set(), ep
+    if perf_model == "operators":
+        check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
+        attn_dp = dp
+    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp)
+    if perf_model == "operators":
+        perf = engine_perf(engine)
+        tbo = two_batch_overlap if two_batch_overlap is not None else bool(perf and perf.two_batch_overlap)
+        imbalance = expert_imbalance if expert_imbalance is not None else DEFAULT_IMBALANCE
+        if cost.is_moe and expert_parallel and expert_imbalance is None:
+            notes.append(DEFAULT_IMBALANCE_NOTE)
+        par = Parallel(tp=1, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
+                       imbalance=imbalance, overlap_comm=overlap_comm or tbo)
+        explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
+        pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
+                                                 efficiencies.step_overhead_s is not None, par, notes,
+                                                 load_tables(), tps=tps)
+        if tbo:
+            notes.append("two-batch overlap: the step's communication overlaps the other micro-batch's compute "
+                         "(max(kernels, comm) + overhead; an upper bound on the benefit)")
+    if batch_max:
+        batches = sorted({max_batch(card, hw, cost, engine, kv_dtype, t_, attn_dp, s_ + o_,
+                                    expert_parallel or attn_dp > 1 and perf_model == "roofline", redundant_experts,
+                                    max_num_seqs, notes)
+                          for t_ in tps for s_ in isls for o_ in osls})
+        if not batches or min(batches) < 1:
+            raise InfeasibleError(f"--batch max: {card.name} leaves no KV room for one {max(isls) + max(osls):,}-token "
+                                  f"sequence on {hw.name} at these parallel sizes",
+                                  "add GPUs (--tp/--dp), quantise (--weights-dtype/--kv-dtype), or shorten the lengths")
 
     grid = list(itertools.product(isls, osls, batches, tps, contexts or [None]))
     s, o, b, t = (np.array([g[i] for g in grid], dtype=np.float64) for i in range(4))
     ctx = np.array([g[4] if g[4] is not None else g[0] for g in grid], dtype=np.float64)
-    gpus = t * ep
-    pre = prefill(cost, machine, b, s, tp=t, ep=ep, chunk_tokens=chunk_size, overlap_comm=overlap_comm)
-    step = decode_step(cost, machine, b, ctx, tp=t, ep=ep, overlap_comm=overlap_comm)
-    first = decode_step(cost, machine, b, s, tp=t, ep=ep, overlap_comm=overlap_comm).time_s
+    gpus = t * attn_dp
+    kw = dict(overlap_comm=overlap_comm, pass_fn=pass_fn)
+    pre = prefill(cost, machine, b, s, tp=t, ep=attn_dp, chunk_tokens=chunk_size, **kw)
+    step = decode_step(cost, machine, b, ctx, tp=t, ep=attn_dp, **kw)
+    first = decode_step(cost, machine, b, s, tp=t, ep=attn_dp, **kw).time_s
     ttft = pre.time_s + first
 
     def plain(c):
-        return decode_step(cost, machine, b[:, None], c, tp=t[:, None], ep=ep, overlap_comm=overlap_comm).time_s
+        return decode_step(cost, machine, b[:, None], c, tp=t[:, None], ep=attn_dp, **kw).time_s
 
     tpot_plain = mean_over_output(plain, s, o)
     spec_cols: dict[str, np.ndarray] = {}
     tpot = tpot_plain
     if speculation is not None:
-        tpot, spec_cols, spec_notes = _speculative(card, cost, machine, speculation, b, s, o, ctx, t, ep, kv_dtype,
-                                                   profile, overlap_comm, cards, tpot_plain)
+        tpot, spec_cols, spec_notes = _speculative(card, cost, machine, speculation, b, s, o, ctx, t, attn_dp,
+                                                   kv_dtype, profile, overlap_comm, cards, tpot_plain, pass_fn)
         notes.extend(spec_notes)
     e2e = ttft + (o - 1) * tpot
     chunk_cols: dict[str, np.ndarray] = {}
     if chunk_size is not None:
-        mean_mixed, total_mixed = mixed_chunk_step(cost, machine, b, ctx, s, chunk_size, tp=t, ep=ep,
-                                                   overlap_comm=overlap_comm)
+        mean_mixed, total_mixed = mixed_chunk_step(cost, machine, b, ctx, s, chunk_size, tp=t, ep=attn_dp, **kw)
         chunk_cols = {"decode_step_with_chunk_s": mean_mixed, "prefill_alongside_decode_s": total_mixed}
+
+    def ep_size(i):
+        if perf_model == "operators":
+            return int(gpus[i]) if expert_parallel else 1
+        return ep
 
     rows, explain = [], []
     for i, point in enumerate(grid):
         row = {
-            "model": card.name, "hardware": hw.name, "tp": int(t[i]), "ep": ep, "gpus": int(gpus[i]),
+            "model": card.name, "hardware": hw.name, "tp": int(t[i]), "ep": ep_size(i), "gpus": int(gpus[i]),
+            "dp": int(attn_dp) if perf_model == "operators" else 1, "perf_model": perf_model,
             "batch": int(b[i]), "isl": int(s[i]), "osl": int(o[i]), "context": int(ctx[i]),
-            "weights_dtype": cost.weights_dtype, "kv_dtype": cost.layout(int(t[i]) if ep == 1 else 1).kv_dtype,
+            "weights_dtype": cost.weights_dtype, "kv_dtype": cost.layout(int(t[i])).kv_dtype,
             "compute_dtype": dtype, "engine": engine, "chunk_size": chunk_size,
             "prefill_s": float(pre.time_s[i]), "prefill_passes": int(pre.passes[i]),
             "prefill_bound": str(pre.bound[i]), "first_decode_step_s": float(first[i]), "ttft_s": float(ttft[i]),
@@ -300,16 +365,27 @@ def latency(
             "eta_mem": machine.eta_mem, "eta_flops": machine.eta_flops,
         }
         if cost.is_moe:
-            row["experts_touched_per_layer"] = float(step.experts_touched[i] * ep)
+            row["experts_touched_per_layer"] = float(step.experts_touched[i] * (ep if perf_model == "roofline" else 1))
+        if perf_model == "operators":
+            row.update({f"decode_{name}_s": float(v[i]) for name, v in op_times(step).items()})
+            row["batch_max"] = bool(batch_max)
+            row.update(band_columns(cost.is_moe, int(b[i])))
         row.update({k: float(v[i]) for k, v in spec_cols.items()})
         row.update({k: float(v[i]) for k, v in chunk_cols.items()})
         rows.append(row)
         if i < 24:
-            explain.extend(_explain(card, cost, machine, row, pre, step, i))
+            explain.extend(explain_roofline(card, cost, machine, row, pre, step, i) if perf_model == "roofline"
+                           else explain_operators(card, cost, machine, row, pre, step, i))
     if len(grid) > 24:
         explain.append(f"… {len(grid) - 24} more rows: rerun with fewer values to see their terms")
-    notes.extend(_memory_notes(card, hw, cost, b, s + o, t, ep))
-    notes.extend(_standard_notes(card, cost, tps, ep, overlap_comm, chunk_size))
+    if perf_model == "operators":
+        notes.extend(memory_notes(card, hw, cost, b, s + o, t, attn_dp, expert_parallel, redundant_experts))
+        if clamped:
+            notes.append("outside the measured table (efficiency clamped to the nearest measured size): "
+                         + ", ".join(sorted(clamped)))
+    else:
+        notes.extend(_memory_notes(card, hw, cost, b, s + o, t, ep))
+    notes.extend(_standard_notes(card, cost, tps, max(ep, attn_dp), overlap_comm, chunk_size))
     columns = list(LATENCY_COLUMNS)
     if speculation is not None:
         columns[columns.index("tpot_s") + 1:columns.index("tpot_s") + 1] = ["spec_tokens_per_step", "spec_speedup"]
@@ -318,7 +394,7 @@ def latency(
 
 
 def _speculative(card, cost, machine, spec: Speculation, b, s, o, ctx, t, ep, kv_dtype, profile, overlap_comm,
-                 cards, tpot_plain):
+                 cards, tpot_plain, pass_fn=None):
     if spec.k < 1:
         raise InputError(f"--spec-k must be >= 1 (got {spec.k})", "the number of drafted tokens per step")
     if not 0 <= spec.alpha <= 1:
@@ -335,11 +411,15 @@ def _speculative(card, cost, machine, spec: Speculation, b, s, o, ctx, t, ep, kv
                  "(MTP / EAGLE head; aiconfigurator charges MTP the same (nextn + L)/L)"]
     k = spec.k
     per_step = float(speculative_tokens_per_step(k, spec.alpha))
+    draft_fn = pass_fn
+    if pass_fn is not None:
+        draft_fn = draft_pass(pass_fn, card if spec.draft_model is None else draft_card, draft)
 
     def spec_step(c, batch, tp):
-        verify = decode_step(cost, machine, batch, c, tp=tp, ep=ep, query_tokens=k + 1, overlap_comm=overlap_comm)
-        drafts = sum(decode_step(draft, machine, batch, c + j, tp=tp, ep=ep, overlap_comm=overlap_comm).time_s
-                     for j in range(k))
+        verify = decode_step(cost, machine, batch, c, tp=tp, ep=ep, query_tokens=k + 1, overlap_comm=overlap_comm,
+                             pass_fn=pass_fn)
+        drafts = sum(decode_step(draft, machine, batch, c + j, tp=tp, ep=ep, overlap_comm=overlap_comm,
+                                 pass_fn=draft_fn).time_s for j in range(k))
         return verify.time_s + drafts
 
     tpot = mean_over_output(lambda c: spec_step(c, b[:, None], t[:, None]), s, o) / per_step
@@ -381,48 +461,6 @@ def _standard_notes(card, cost, tps, ep, overlap_comm, chunk_size) -> list[str]:
         notes.append(f"chunked prefill: at most {chunk_size:,} tokens per step; decode_step_with_chunk_s is a "
                      "step of the running batch fused with one chunk of a new ISL prompt (mean over its chunks)")
     return notes
-
-
-def _explain(card, cost, machine, row, pre, step, i) -> list[str]:
-    bw, peak = machine.bandwidth_bytes_per_s, machine.peak_flops_per_s
-    lines = [
-        f"{card.name} on {machine.name}: tp={row['tp']}, ep={row['ep']}, batch={row['batch']}, "
-        f"context={row['context']:,}, weights {cost.weights_dtype}, KV {row['kv_dtype']}, compute {machine.compute_dtype}",
-    ]
-    moe = ""
-    if cost.is_moe:
-        moe = (f" + {cost.moe_layers:g} MoE layers × {row['experts_touched_per_layer']:.2f} experts touched "
-               f"[E(1−(1−k/E)^B), E={cost.num_experts}, k={cost.experts_per_token}] × "
-               f"{format_bytes(cost.expert_weight_bytes)}")
-    lines += [
-        f"  decode weights read = dense {format_bytes(cost.dense_weight_bytes)}{moe}, "
-        f"{'÷ tp' if row['ep'] == 1 else 'dense replicated, experts ÷ ep'} → {step.weight_bytes[i]:,.0f} B per GPU",
-        f"  decode KV read      = {row['batch']} seq × KV at {row['context']:,} tokens → {step.kv_bytes[i]:,.0f} B per GPU",
-        f"  decode FLOPs        = batch × (2 × {cost.body_params_per_token:,.0f} params + 2 × "
-        f"{cost.lm_head_params:,.0f} LM head + attention) → {step.flops[i]:.4g} per GPU",
-        f"  memory time         = {step.bytes[i]:.4g} B / ({bw:.4g} B/s × η_mem {machine.eta_mem:g}) = "
-        f"{format_seconds(step.memory_s[i])} (all bytes)",
-        f"  compute time        = {step.flops[i]:.4g} FLOP / ({peak:.4g} FLOP/s × η_flops {machine.eta_flops:g}) = "
-        f"{format_seconds(step.compute_s[i])} (all FLOPs)",
-        *[f"  {label:19s} = max(memory {format_seconds(step.op_memory_s[k][i])}, compute "
-          f"{format_seconds(step.op_compute_s[k][i])}) = {format_seconds(max(step.op_memory_s[k][i], step.op_compute_s[k][i]))}"
-          for k, label in enumerate(("dense GEMMs", "expert GEMMs", "attention")) if k != 1 or cost.is_moe],
-        f"  communication       = {format_seconds(step.comm_s[i])} "
-        f"({'none at one GPU' if row['gpus'] == 1 else 'TP all-reduce / EP all-to-all, not overlapped'})",
-        f"  step                = Σ operators + comm + overhead {format_seconds(machine.step_overhead_s)} = "
-        f"{format_seconds(step.time_s[i])} ({row['bound']}-bound); floor = max(bytes / peak BW, FLOPs / peak) = "
-        f"{format_seconds(step.floor_s[i])}",
-        f"  intensity           = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
-        f"{machine.ridge_flop_per_byte:.3g} FLOP/B (peak FLOPS / peak BW)",
-        f"  prefill             = {row['batch']} × {row['isl']:,} tokens in {row['prefill_passes']} pass(es): "
-        f"{pre.flops[i]:.4g} FLOP (2 × params × tokens + causal attention ∝ S²), {pre.bytes[i]:.4g} B → "
-        f"{format_seconds(pre.time_s[i])} ({row['prefill_bound']}-bound); TTFT = prefill + first decode step "
-        f"{format_seconds(row['first_decode_step_s'])} = {format_seconds(row['ttft_s'])}",
-        f"  request             = TTFT {format_seconds(row['ttft_s'])} + ({row['osl']} − 1) × mean TPOT "
-        f"{format_seconds(row['tpot_s'])} = {format_seconds(row['e2e_s'])}; {row['tokens_per_s']:,.1f} tok/s, "
-        f"{row['tokens_per_s_per_gpu']:,.1f} per GPU",
-    ]
-    return lines
 
 
 __all__ = ["Efficiencies", "Speculation", "latency", "resolve_machine", "peak_flops", "LATENCY_COLUMNS"]

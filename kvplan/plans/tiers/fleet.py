@@ -1,5 +1,13 @@
 """How many instances serve the workload, and how much decode KV they hold (Little's law).
 
+The fleet is ``kvplan plan``'s (:func:`aggregated_fleet`): the same deployment, the same workload
+(``kvplan plan``'s door: a trace as it came, flags sampled as ``kvplan plan`` samples them) and
+SLOs give the same instances, decode batch and TPOT, placed on whole nodes: ``nodes = ⌈N / (per
+node)⌉`` and the fleet model evaluated at the whole-node count (or at ``--nodes`` × per node).
+
+With a given ``decode_batch`` (a what-if: B sequences held per instance) :func:`size_fleet` below
+keeps the older stability bound:
+
 Every instance (``tp`` GPUs) serves ``λ / I`` requests per second, interleaving prefills and decode
 steps (continuous batching, aggregated serving). Per instance:
 
@@ -26,6 +34,8 @@ import numpy as np
 from kvplan.calc.roofline import Machine, ModelCost, decode_step
 from kvplan.calc.tiering import recompute_s
 from kvplan.errors import InfeasibleError, InputError
+from kvplan.plans.fleet.aggregated import FleetWorkload, plan_fleet
+from kvplan.workload.slo import parse_slo
 
 MAX_NODES = 4096
 MAX_BATCH = 1e6
@@ -45,6 +55,7 @@ class Fleet:
     tpot_s: float
     decode_context: float
     auto: bool
+    plan_instances: int | None = None  # kvplan plan's instance count before rounding up to whole nodes
 
     @property
     def gpus(self) -> int:
@@ -124,3 +135,39 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
             "add --nodes, or omit it to size the fleet")
     raise InfeasibleError(f"no fleet of up to {MAX_NODES} nodes keeps up with {rate_per_s:.3g} req/s",
                           "lower the rate or check the workload")
+
+
+def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, ttft_slo: str | None,
+                     tpot_slo: str | None, mean_prefill_s: float) -> tuple[Fleet, list[str]]:
+    """``kvplan plan``'s fleet for the tier plan's deployment and workload, on whole nodes of the system."""
+    tp = dep.tp
+    if accelerators_per_node % tp:
+        raise InputError(f"--tp {tp} does not divide the system's {accelerators_per_node} accelerators",
+                         "choose a tp that divides them (one or more instances per node)")
+    if nodes is not None and nodes < 1:
+        raise InputError(f"--nodes must be >= 1 (got {nodes})")
+    spec = reuse.fleet_spec
+    workload = FleetWorkload.from_spec(spec) if spec is not None else FleetWorkload.from_trace(reuse.trace,
+                                                                                             reuse.rate_per_s)
+    slos = [parse_slo(kind, text) for kind, text in (("ttft", ttft_slo), ("tpot", tpot_slo)) if text is not None]
+    plan = plan_fleet(dep, workload, slos, allow_long_context=True)
+    per_node = accelerators_per_node // tp
+    given = nodes
+    if nodes is None:
+        if plan.instances is None:
+            raise InfeasibleError(f"no aggregated fleet serves the workload: {plan.reason}",
+                                  plan.hint or "lower the rate, relax the SLOs or add --nodes")
+        nodes = max(1, math.ceil(plan.instances / per_node))
+    instances = nodes * per_node
+    point = plan.point if plan.instances == instances else plan.setup["model"].evaluate(instances)
+    if not (point.prefill_utilization < 1 and math.isfinite(point.tpot["mean"])):
+        raise InfeasibleError(
+            f"{nodes} node(s) of {per_node} instance(s) cannot keep up with {workload.rate_per_s:.3g} req/s "
+            f"(prefill utilisation {point.prefill_utilization:.0%} per instance)", "add --nodes, or omit it to size the fleet")
+    notes = [f"fleet: kvplan plan's aggregated fleet ({plan.instances} instance(s) of tp={tp}"
+             + (f", binding {plan.binding_constraint}" if plan.instances else "") + f") on {nodes} whole node(s) of "
+             f"{per_node} instance(s)", *plan.assumptions]
+    fleet = Fleet(nodes, accelerators_per_node, tp, instances, workload.rate_per_s, mean_prefill_s,
+                  float(point.prefill_utilization), float(point.batch_mean), float(point.step_s),
+                  float(point.tpot["mean"]), float(workload.lengths.decode_context), given is None, plan.instances)
+    return fleet, notes

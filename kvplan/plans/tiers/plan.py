@@ -41,15 +41,14 @@ from pathlib import Path
 import numpy as np
 
 from kvplan.calc import tiering
-from kvplan.calc.roofline import compute_dtype_for, model_cost
 from kvplan.calc.transfer import break_even_tokens, mooncake_min_bandwidth
 from kvplan.cards.loader import load_hardware, load_model, load_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
-from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError
-from kvplan.plans.sizing.fit import fit
-from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
-from kvplan.plans.tiers.fleet import Fleet, size_fleet
+from kvplan.plans import deployment
+from kvplan.plans.deployment import EngineSettings, Parallelism
+from kvplan.plans.sizing.latency import Efficiencies
+from kvplan.plans.tiers.fleet import Fleet, aggregated_fleet, size_fleet
 from kvplan.plans.tiers.inputs import CapacityOverrides, TierSpec, resolve_tiers
 from kvplan.plans.tiers.pd import pd_feedback, pd_sentence
 from kvplan.plans.tiers.reuse import ReuseInput, request_hit_blocks
@@ -118,14 +117,15 @@ def tier_plan(
     """Capacity, content, hit rate, break-even and savings of every tier for one deployment and workload."""
     dep = load_deployment(model, hardware, system, tp, cards)
     card, hw, tp = dep.card, dep.hardware, dep.tp
-    profile = get_profile(engine)
-    cost = model_cost(card, profile, weights_dtype, kv_dtype, tps=[tp])
-    dtype = compute_dtype_for(cost.weights_dtype, card.dtype)
-    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, tp)
+    resolved = deployment.resolve(card, hw, system=dep.system, parallel=Parallelism(tp=tp), engine=EngineSettings(
+        engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
+        efficiencies=efficiencies))
+    cost, machine = resolved.cost, resolved.machine
+    notes = [*resolved.notes, *resolved.machine_notes]
     bpt = float(cost.kv_token_bytes(tp))  # KV bytes per token on one GPU
     trace = reuse.trace
     isl, osl = trace.isl.astype(np.float64), trace.osl.astype(np.float64)
-    budget = _hbm_budget(card, hw, tp, engine, kv_dtype, weights_dtype, gpu_memory_utilization, isl, osl)
+    budget = _hbm_budget(resolved)
 
     def recompute(n):
         return tiering.recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm)
@@ -133,9 +133,14 @@ def tier_plan(
     def context_saved(n):
         return tiering.context_recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm)
 
-    fleet = size_fleet(cost, machine, tp=tp, accelerators_per_node=dep.accelerators_per_node,
-                       rate_per_s=reuse.rate_per_s, isl_samples=isl, osl_mean=float(osl.mean()), nodes=nodes,
-                       decode_batch=decode_batch, overlap_comm=overlap_comm)
+    if decode_batch is not None:  # a what-if: B sequences held per instance, only ρ_p < 1 required
+        fleet = size_fleet(cost, machine, tp=tp, accelerators_per_node=dep.accelerators_per_node,
+                           rate_per_s=reuse.rate_per_s, isl_samples=isl, osl_mean=float(osl.mean()), nodes=nodes,
+                           decode_batch=decode_batch, overlap_comm=overlap_comm)
+    else:
+        fleet, fleet_notes = aggregated_fleet(resolved, reuse, dep.accelerators_per_node, nodes, ttft_slo, tpot_slo,
+                                              float(np.mean(recompute(isl))))
+        notes += fleet_notes
     tiers, tier_notes = resolve_tiers(hw, dep.system, fleet.nodes, tiers_file=tiers_file, overrides=overrides)
     notes += tier_notes
 
@@ -247,16 +252,13 @@ def _prefill_savings(cost, machine, reuse: ReuseInput, cumulative_blocks, isl, t
     return cached, gpu_s_saved, reuse.rate_per_s * tp * float(suffix[0].mean())
 
 
-def _hbm_budget(card, hw, tp, engine, kv_dtype, weights_dtype, util, isl, osl) -> float:
-    """The engine's KV budget on one GPU (:func:`kvplan.plans.sizing.fit.fit`); none left is infeasible."""
-    seq = int(min(card.max_context, max(isl.max() + osl.max(), 1)))
-    row = fit(card, hw, seq=[seq], batch=[1], kv_dtype=[kv_dtype], tp=[tp], engine=[engine],
-              weights_dtype=weights_dtype, gpu_memory_utilization=util).rows[0]
-    budget = float(row["kv_cache_memory_bytes"])
+def _hbm_budget(dep) -> float:
+    """The engine's KV budget on one GPU (the deployment's start-up arithmetic); none left is infeasible."""
+    budget = float(dep.memory.kv_cache_memory_bytes)
     if budget <= 0:
         raise InfeasibleError(
-            f"{card.name} at tp={tp} leaves no KV memory on {hw.name}: weights take "
-            f"{format_bytes(row['weights_bytes_per_gpu'])} per GPU of {format_bytes(row['gpu_memory_bytes'])}",
+            f"{dep.model.name} at tp={dep.tp} leaves no KV memory on {dep.hardware.name}: weights take "
+            f"{format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU of {format_bytes(dep.memory.gpu_memory_bytes)}",
             "raise --tp or quantise the weights (--weights-dtype fp8)")
     return budget
 
@@ -330,6 +332,7 @@ def _summary(reuse, fleet: Fleet, budget, active_mean, batch_totals, penalty_q, 
         "prefill_gpu_s_per_s_without_cache": prefill_gpu_s,
         "prefill_gpu_share_saved": float(gpu_s_saved.sum() / prefill_gpu_s) if prefill_gpu_s > 0 else None,
         "nodes": fleet.nodes, "nodes_auto": fleet.auto, "tp": tp, "instances": fleet.instances, "gpus": fleet.gpus,
+        "plan_instances": fleet.plan_instances,
         "prefill_load_per_instance": fleet.prefill_load, "decode_batch_per_instance": float(fleet.decode_batch),
         "tpot_s": fleet.tpot_s, "hbm_kv_budget_bytes_per_gpu": budget,
         "active_kv_bytes_per_gpu": float(active_mean), "active_kv_p50_bytes_per_gpu": float(batch_totals[0]),
@@ -349,12 +352,15 @@ def _explain_head(card, hw, cost, machine, fleet, reuse, budget, active_mean, bp
         f"recompute(n) = roofline prefill of n tokens (2 × params × n + causal attention, η_flops "
         f"{machine.eta_flops:g}, η_mem {machine.eta_mem:g}): recompute(p50 ISL) = {format_seconds(r50)}",
         f"fleet: {fleet.nodes} node(s) × {fleet.accelerators_per_node // tp} instance(s) of tp={tp}"
-        f"{' (fewest stable: ρ_p < 1 and a finite decode batch)' if fleet.auto else ''}; per instance "
-        f"ρ_p = λ/I × E[prefill] = {fleet.rate_per_s:.4g}/{fleet.instances} × {format_seconds(fleet.mean_prefill_s)}"
-        f" = {fleet.prefill_load:.3f}",
-        (f"decode batch B = {fleet.decode_batch:.2f} (given), TPOT = step(B, " if decode_given else
-         f"decode batch (Little's law) B = λ/I × (E[OSL] − 1) × TPOT = {fleet.decode_batch:.2f}, TPOT = step(B, ")
-        + f"{fleet.decode_context:,.0f}) / (1 − ρ_p) = {format_seconds(fleet.tpot_s)}",
+        + (f" (kvplan plan's fleet: {fleet.plan_instances} instance(s), on whole nodes)"
+           if fleet.plan_instances is not None and fleet.auto else "") + "; per instance "
+        + (f"ρ_p = λ/I × E[prefill] = {fleet.rate_per_s:.4g}/{fleet.instances} × "
+           f"{format_seconds(fleet.mean_prefill_s)} = {fleet.prefill_load:.3f}" if decode_given else
+           f"prefill utilisation (kvplan plan: λ/I × E[X + (S − X)/k], chunks packed) = {fleet.prefill_load:.3f}"),
+        (f"decode batch B = {fleet.decode_batch:.2f} (given), TPOT = step(B, {fleet.decode_context:,.0f}) / (1 − ρ_p)"
+         f" = {format_seconds(fleet.tpot_s)}" if decode_given else
+         f"decode batch (Little's law, kvplan plan's fleet model) B = {fleet.decode_batch:.2f}, mean TPOT (prefill "
+         f"chunks interleaved) = {format_seconds(fleet.tpot_s)}"),
         f"HBM: KV budget {format_bytes(budget)} per GPU (engine rule, kvplan fit) − active decode KV "
         f"B × E[KV(context)] = {format_bytes(active_mean)} → {format_bytes(max(budget - active_mean, 0))} per GPU "
         f"of prefix cache",

@@ -43,6 +43,12 @@ class ReuseInput:
     littles_law_tokens: float
     littles_law_basis: str
     spec: Workload | None = None
+    lengths_are_spec: bool = True  # False once RAG documents lengthen the sampled prompts
+
+    @property
+    def fleet_spec(self) -> Workload | None:
+        """The flag workload ``kvplan plan`` would sample for the same flags (None for a trace or RAG prompts)."""
+        return self.spec if self.lengths_are_spec else None
 
     @property
     def block_tokens(self) -> int:
@@ -124,7 +130,7 @@ def with_rag_documents(reuse: ReuseInput, documents: int, document_tokens: int, 
     label = f"{reuse.label}; RAG: {documents:,} documents × {document_tokens:,} tokens, Zipf s = {zipf_s:g}"
     held = shared + documents * document_tokens
     return ReuseInput(rag, reuse_profile(rag), reuse.rate_per_s, label, float(held),
-                      "S + D × T_doc (Little's law: each document held until its reuse)", spec)
+                      "S + D × T_doc (Little's law: each document held until its reuse)", spec, False)
 
 
 def reuse_holding_blocks(trace: Trace) -> float:

@@ -1,4 +1,8 @@
-"""Listing, showing, validating and importing cards (the library side of ``kvplan cards``)."""
+"""Listing, showing, validating and importing cards (the library side of ``kvplan cards``).
+
+It lives above ``cards`` (which imports no math) because a model's row shows its KV bytes per
+token, computed by :func:`kvplan.calc.kv.kv_layout` under the ``ideal`` profile (one copy, no paging).
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,16 @@ from pathlib import Path
 
 import yaml
 
+from kvplan.calc.kv import kv_layout
 from kvplan.cards.hf_import import card_from_config_file
 from kvplan.cards.loader import KINDS, card_files, load_hardware, load_model, load_system, parse_card
 from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.engines import get_profile
 from kvplan.errors import CardError, InputError
 from kvplan.result import Result
 
 
 def model_row(card: ModelCard) -> dict:
-    from kvplan.calc.kv import kv_layout
-    from kvplan.engines import get_profile
-
     layout = kv_layout(card, get_profile("ideal"), "auto")
     return {
         "name": card.name, "family": card.family, "attention": card.attention_kinds,

@@ -1,0 +1,339 @@
+"""Per-operator step model: a forward pass is a sum of operators, each at its own roofline and efficiency.
+
+One forward pass over ``n`` new tokens on an instance of ``tp × dp`` GPUs (vLLM semantics:
+``--tensor-parallel-size tp --data-parallel-size dp``; attention runs data-parallel over dp
+ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPUs with
+``--enable-expert-parallel``, else tensor-parallel over all tp × dp GPUs). Per GPU, with
+``n_a = n / dp`` tokens per attention rank and SOL = max(bytes / BW, FLOPs / peak)::
+
+    attention GEMMs (QKV, O)     W_attn / tp bytes,  2 P_attn n_a / tp FLOPs        η_gemm(M = n_a)
+    dense MLP GEMMs (+ shared)   W_mlp / tp,         2 P_mlp n_a / tp               η_gemm(M = n_a)
+    routed experts (grouped)     EP: touched local experts × W_e,  2 P_e λ n k / ep
+                                 TP: touched experts × W_e / (tp dp), 2 P_e n k / (tp dp)
+                                                                                    η_moe(tokens n entering the layer)
+    attention core               KV bytes of the rank's B/dp sequences; FLOPs / (tp dp) at the
+                                 attention dtype's peak (bf16 unless the KV cache is fp8)
+                                 decode η_attn(batch per rank, context); prefill η_attn(prompt)
+    LM head                      W_lm / tp, 2 V h rows_a / tp                       η_gemm(M = rows_a)
+    t_op = SOL_op / η_op(size)   (table curve), or max(bytes/(BW η_mem), FLOPs/(peak η_flops)) (card)
+    comm = (2L + 1) all-reduce(n_a h 2 B) over tp                       when tp > 1
+         + 2 L_moe all-to-all(n / (tp dp) × k × h × 2 B) over ep         dispatch + combine (EP)
+         + 2 L_moe all-gather/reduce-scatter(n h 2 B) over tp dp         MoE without EP, dp > 1
+    time = Σ_op t_op + comm + overhead(B),  overhead(B) = base + per_seq × B / dp
+           (comm overlapped — max(Σ t_op, comm) — with two-batch overlap or ``overlap_comm``)
+
+``λ`` (expert load imbalance) is the hottest rank's routed tokens over the mean: the step
+waits for the slowest rank. Redundant experts (EPLB) put ``(E + R) / ep`` experts on each
+rank, so EP sizes that do not divide E work when ``ep`` divides ``E + R``.
+
+The all-to-all between ranks in different scale-up domains is hierarchical: of a rank's
+message, ``(g − 1)/p`` stays inside its domain of g GPUs (scale-up link) and ``(p − g)/p``
+crosses the NIC; the two proceed at once: ``max(in / BW_up, out / BW_nic) + α``.
+A measured collective table, where one is given, replaces the formula for that op and rank count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve
+from kvplan.calc.moe import experts_touched
+from kvplan.calc.roofline import ACTIVATION_BYTES, Machine, ModelCost, PassCost, allreduce_s
+from kvplan.cards.schema import ModelCard
+
+OP_NAMES = ("attention_gemms", "mlp_gemms", "expert_gemms", "attention", "lm_head")
+OP_LABELS = {"attention_gemms": "attention GEMMs (QKV, O)", "mlp_gemms": "dense MLP GEMMs",
+             "expert_gemms": "routed-expert GEMMs", "attention": "attention core", "lm_head": "LM head"}
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """How an instance splits the model (vLLM flags). ``tp`` and ``dp`` may be arrays."""
+
+    tp: object = 1
+    dp: object = 1
+    expert_parallel: bool = False
+    redundant_experts: int = 0
+    imbalance: float = 1.0          # hottest EP rank's routed tokens / the mean
+    overlap_comm: bool = False      # two-batch overlap or --overlap-comm: comm hidden behind compute
+
+    def gpus(self):
+        return np.asarray(self.tp, dtype=np.float64) * np.asarray(self.dp, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """How a model's always-read parameters split into GEMMs (whole model, one copy)."""
+
+    attention_params: float
+    mlp_params: float
+    layers: float
+    hidden: int
+
+    def gemm_nk(self, kind: str, tp):
+        """(N, K) of the representative GEMM of ``kind`` per GPU: K = hidden, N = params / layer / hidden / tp."""
+        params = self.attention_params if kind == "attention" else self.mlp_params
+        n = params / max(self.layers, 1.0) / self.hidden / np.asarray(tp, dtype=np.float64)
+        return n, float(self.hidden)
+
+
+def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
+    """Split the always-read matmul parameters into attention projections and MLPs.
+
+    Attention (full / sliding layers): ``hidden × (h d + 2 kv d) + h d_v × hidden`` per layer
+    (QKV and O). Other attention kinds (MLA, linear) take the remainder after the dense MLPs
+    ``(L − L_moe) × 3 × hidden × intermediate`` and shared experts ``L_moe × shared × P_e``.
+    The split only picks each GEMM's shape for its efficiency; bytes and FLOPs are the totals.
+    """
+    other = cost.dense_params_per_token
+    attention = 0.0
+    geometric = True
+    for g in card.layer_groups:
+        if g.kind in ("full", "sliding"):
+            heads = g.num_heads or card.num_attention_heads
+            kv = g.num_kv_heads or heads
+            d = g.head_dim or card.hidden_size // card.num_attention_heads
+            dv = g.v_head_dim or d
+            attention += g.count * card.hidden_size * (heads * d + kv * d + kv * dv + heads * dv)
+        else:
+            geometric = False
+    if geometric:
+        attention = min(attention, other)
+        mlp = other - attention
+    else:
+        moe = card.moe
+        dense_layers = card.num_layers - (moe.num_moe_layers if moe else 0)
+        mlp = 3.0 * card.hidden_size * (card.intermediate_size or 0) * dense_layers
+        if moe:
+            mlp += moe.num_moe_layers * moe.num_shared_experts * moe.expert_params
+        mlp = min(mlp, other)
+        attention = other - mlp
+    return Shapes(attention_params=float(attention), mlp_params=float(mlp), layers=float(card.num_layers),
+                  hidden=card.hidden_size)
+
+
+@dataclass(frozen=True)
+class OperatorEfficiencies:
+    """Each operator's efficiency (a measured curve or the card's flat η) and the host overhead."""
+
+    attention_gemms: object            # Flat | Curve over M
+    mlp_gemms: object
+    lm_head: object
+    expert_gemms: object               # Flat | Curve over tokens entering the MoE layer
+    attention_decode: object           # Flat | Grid over (batch per rank, context)
+    attention_prefill: object          # Flat | Curve over prompt tokens
+    overhead_base_s: float
+    overhead_per_seq_s: float = 0.0
+    collectives: dict = field(default_factory=dict)   # (op, ranks) -> LatencyCurve
+    notes: tuple[str, ...] = ()
+    attention_peak_flops_per_s: float | None = None   # attention's tensor-core peak (its KV/activation dtype)
+
+
+def padded_batch(batch, sizes: tuple[int, ...]):
+    """The CUDA-graph size a decode batch runs at: the smallest captured size ≥ batch, else the batch."""
+    b = np.asarray(batch, dtype=np.float64)
+    if not sizes:
+        return b
+    s = np.asarray(sizes, dtype=np.float64)
+    i = np.searchsorted(s, np.ceil(b - 1e-9), side="left")
+    return np.where(i < s.size, s[np.minimum(i, s.size - 1)], b)
+
+
+@dataclass(frozen=True)
+class ByTP:
+    """One efficiency per tensor-parallel size (each TP shards the GEMMs to its own shapes)."""
+
+    by_tp: dict
+
+    @property
+    def source(self) -> str:
+        return "; ".join(f"tp {t}: {getattr(e, 'source', e)}" for t, e in self.by_tp.items())
+
+
+def _op_time(eff, memory_s, compute_s, size, tp=None):
+    """Memory and compute terms at the efficiency in force (their max is the operator's time)."""
+    if isinstance(eff, ByTP):
+        tps = np.asarray(tp if tp is not None else next(iter(eff.by_tp)))
+        m_out = c_out = None
+        for t, e in eff.by_tp.items():
+            m, c = _op_time(e, memory_s, compute_s, size)
+            if m_out is None:
+                m_out, c_out = m, c
+            else:
+                sel = tps == t
+                m_out, c_out = np.where(sel, m, m_out), np.where(sel, c, c_out)
+        return m_out, c_out
+    if isinstance(eff, Flat):
+        return np.asarray(memory_s) / eff.eta_mem, np.asarray(compute_s) / eff.eta_flops
+    eta = eff(size) if not isinstance(eff, Grid) else eff(*size)
+    return np.asarray(memory_s) / eta, np.asarray(compute_s) / eta
+
+
+def _outside(eff, size):
+    if isinstance(eff, ByTP):
+        return np.any([np.any(_outside(e, size)) for e in eff.by_tp.values()])
+    if isinstance(eff, Flat):
+        return np.zeros(np.shape(size[0] if isinstance(size, tuple) else size), dtype=bool)
+    return eff.outside(*size) if isinstance(eff, Grid) else eff.outside(size)
+
+
+def _collective(effs: OperatorEfficiencies, op: str, message, ranks, formula):
+    """A measured latency curve for (op, ranks) where the table has one, else the formula's time."""
+    ranks = np.asarray(ranks, dtype=np.float64)
+    t = np.asarray(formula, dtype=np.float64)
+    if not effs.collectives:
+        return t
+    out = np.array(np.broadcast_to(t, np.broadcast_shapes(t.shape, ranks.shape, np.shape(message))), dtype=np.float64)
+    msg = np.broadcast_to(np.asarray(message, dtype=np.float64), out.shape)
+    rk = np.broadcast_to(ranks, out.shape)
+    for p in np.unique(rk):
+        curve: LatencyCurve | None = effs.collectives.get((op, int(p)))
+        if curve is not None and p > 1:
+            mask = rk == p
+            out[mask] = curve(msg[mask])
+    return out
+
+
+def alltoall_hierarchical_s(message_bytes, ranks, machine: Machine):
+    """All-to-all over ``ranks`` GPUs in domains of ``g``: in-domain share on the scale-up link,
+    off-domain share on the NIC, concurrently; zero on one rank."""
+    p = np.asarray(ranks, dtype=np.float64)
+    msg = np.asarray(message_bytes, dtype=np.float64)
+    g = np.minimum(p, machine.scale_up_domain if machine.scale_up_domain > 0 else 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inside = np.where(g > 1, (g - 1) / p * msg / machine.scale_up_bytes_per_s, 0.0)
+        outside = np.where(p > g, (p - g) / p * msg / machine.nic_bytes_per_s, 0.0)
+        alpha = np.where(p > g, machine.nic_latency_s, machine.scale_up_latency_s)
+        t = np.maximum(inside, outside) + alpha
+    return np.where(p > 1, t, 0.0)
+
+
+def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: OperatorEfficiencies,
+                  par: Parallel, tokens, kv_bytes, attention_flops, lm_head_rows, batch, context,
+                  phase: str = "decode", clamped: set | None = None, graph_sizes: tuple[int, ...] = (),
+                  **_ignored) -> PassCost:
+    """One forward pass of ``tokens`` new tokens (instance total) on one GPU of a tp × dp instance.
+
+    ``kv_bytes`` is per GPU (the rank's B/dp sequences); ``attention_flops`` and ``lm_head_rows``
+    are instance totals; ``batch`` sequences in the pass (instance), ``context`` their KV length
+    (decode) or prompt length (prefill), for the attention efficiency and the host overhead.
+    ``clamped`` collects the names of operators whose size fell outside their measured table.
+    ``graph_sizes``: a decode batch's GEMMs run at the CUDA-graph size it is padded up to
+    (per attention rank); attention reads only the real sequences.
+    """
+    tp = np.asarray(par.tp, dtype=np.float64)
+    dp = np.asarray(par.dp, dtype=np.float64)
+    gpus = tp * dp
+    n = np.asarray(tokens, dtype=np.float64)
+    rows = np.asarray(lm_head_rows, dtype=np.float64)
+    n_a, rows_a = n / dp, rows / dp
+    if graph_sizes:
+        q = n / np.maximum(np.asarray(batch, dtype=np.float64), 1e-300)       # query tokens per sequence
+        padded = padded_batch(np.asarray(batch, dtype=np.float64) / dp, graph_sizes)
+        n_a, rows_a = padded * q, padded * q * (rows_a / np.maximum(n_a, 1e-300))
+    bw, peak = machine.bandwidth_bytes_per_s, machine.peak_flops_per_s
+    b_dense = cost.other_weight_bytes / cost.dense_params_per_token if cost.dense_params_per_token else 0.0
+
+    def gemm(params, m, weight_bytes=None):
+        wb = params * b_dense if weight_bytes is None else weight_bytes
+        return wb / tp / bw + 0 * m, 2 * params * m / tp / peak
+
+    terms = {
+        "attention_gemms": (*gemm(shapes.attention_params, n_a), n_a),
+        "mlp_gemms": (*gemm(shapes.mlp_params, n_a), n_a),
+        "lm_head": (*gemm(cost.lm_head_params, rows_a, cost.lm_head_weight_bytes), rows_a),
+    }
+    weight_bytes = (cost.other_weight_bytes + cost.lm_head_weight_bytes) / tp + 0 * n
+    touched = np.zeros_like(n)
+    expert_flops = np.zeros_like(n)
+    if cost.is_moe:
+        e, k = cost.num_experts, cost.experts_per_token
+        if par.expert_parallel:
+            local = (e + par.redundant_experts) / gpus
+            pairs = par.imbalance * n * k / gpus              # routed token-expert pairs on the hottest rank
+            touched = local * (1.0 - (1.0 - k / e) ** n)
+            expert_bytes = cost.moe_layers * touched * cost.expert_weight_bytes
+            share = 1.0
+        else:
+            touched = experts_touched(e, k, n)
+            pairs = n * k
+            expert_bytes = cost.moe_layers * touched * cost.expert_weight_bytes / gpus
+            share = gpus
+        params_e = cost.routed_params_per_token / (cost.moe_layers * k)
+        expert_flops = 2 * params_e * cost.moe_layers * pairs / share
+        terms["expert_gemms"] = (expert_bytes / bw, expert_flops / peak, n)   # η over tokens entering the layer
+        weight_bytes = weight_bytes + expert_bytes
+    else:
+        terms["expert_gemms"] = (0 * n, 0 * n, 0 * n + 1)
+    kv = np.asarray(kv_bytes, dtype=np.float64)
+    attn_flops = np.asarray(attention_flops, dtype=np.float64) / gpus
+    b = np.asarray(batch, dtype=np.float64)
+    ctx = np.asarray(context, dtype=np.float64)
+    if phase == "decode":
+        attn_eff, attn_size = effs.attention_decode, (b / dp, ctx)
+    else:
+        attn_eff, attn_size = effs.attention_prefill, ctx
+    attn_peak = effs.attention_peak_flops_per_s or peak
+    terms["attention"] = (kv / bw, attn_flops / attn_peak, attn_size)
+    eff_of = {"attention_gemms": effs.attention_gemms, "mlp_gemms": effs.mlp_gemms, "lm_head": effs.lm_head,
+              "expert_gemms": effs.expert_gemms, "attention": attn_eff}
+    mem_list, comp_list = [], []
+    for name in OP_NAMES:
+        mem, comp, size = terms[name]
+        eff = eff_of[name]
+        if name == "expert_gemms" and not cost.is_moe:
+            eff = Flat(1.0, 1.0)
+        m_s, c_s = _op_time(eff, mem, comp, size, tp)
+        mem_list.append(m_s)
+        comp_list.append(c_s)
+        if clamped is not None and not isinstance(eff, Flat) and np.any(_outside(eff, size)):
+            clamped.add(name)
+    shape = np.broadcast_shapes(*(np.shape(x) for x in mem_list + comp_list), tp.shape, dp.shape)
+    op_memory = np.stack([np.broadcast_to(x, shape) for x in mem_list])
+    op_compute = np.stack([np.broadcast_to(x, shape) for x in comp_list])
+    kernels = np.maximum(op_memory, op_compute).sum(axis=0)
+
+    up_bw, up_lat = machine.link(tp)
+    message = n_a * cost.hidden_size * ACTIVATION_BYTES
+    comm = (2 * cost.layers + 1) * _collective(effs, "all_reduce", message, tp,
+                                                allreduce_s(message, tp, up_bw, up_lat))
+    if cost.is_moe:
+        if par.expert_parallel:
+            msg = n / gpus * cost.experts_per_token * cost.hidden_size * ACTIVATION_BYTES
+            a2a = _collective(effs, "all_to_all", msg, gpus, alltoall_hierarchical_s(msg, gpus, machine))
+            comm = comm + 2 * cost.moe_layers * a2a
+        else:
+            msg = n * cost.hidden_size * ACTIVATION_BYTES
+            g_bw, g_lat = machine.link(gpus)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                gather = np.where(dp > 1, (gpus - 1) / gpus * msg / g_bw + g_lat, 0.0)
+            comm = comm + 2 * cost.moe_layers * _collective(effs, "all_gather", msg, gpus, gather)
+    overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp
+    if par.overlap_comm:
+        time_s = np.maximum(kernels, comm) + overhead
+    else:
+        time_s = kernels + comm + overhead
+    total_flops = (2 * (shapes.attention_params + shapes.mlp_params) * n_a + 2 * cost.lm_head_params * rows_a) / tp \
+        + expert_flops + attn_flops
+    total_bytes = weight_bytes + kv
+    floor_s = np.maximum(total_bytes / bw, (total_flops - attn_flops) / peak + attn_flops / attn_peak)
+    shape = np.broadcast_shapes(shape, np.shape(time_s))
+
+    def full(x):
+        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+
+    return PassCost(full(weight_bytes), full(kv), full(total_flops), np.broadcast_to(op_memory, (len(OP_NAMES), *shape)).copy(),
+                    np.broadcast_to(op_compute, (len(OP_NAMES), *shape)).copy(), full(comm), full(overhead),
+                    full(time_s), full(floor_s), full(touched), np.ones(shape))
+
+
+def op_times(passcost: PassCost) -> dict[str, np.ndarray]:
+    """Each operator's time (the max of its two terms) by name."""
+    t = np.maximum(passcost.op_memory_s, passcost.op_compute_s)
+    return {name: t[i] for i, name in enumerate(OP_NAMES)}
+
+
+__all__ = ["OP_NAMES", "OP_LABELS", "Parallel", "Shapes", "model_shapes", "OperatorEfficiencies", "operator_pass",
+           "alltoall_hierarchical_s", "op_times", "padded_batch", "ByTP", "Curve", "Flat", "Grid"]

@@ -1,0 +1,247 @@
+"""Per-kernel efficiency tables: η curves from measured kernel latencies (kvplan/data/perf).
+
+The tables are NVIDIA aiconfigurator's measured single-kernel latencies (Apache-2.0; see
+kvplan/data/perf/README.md for origin, conversions and what was kept). Each measured row gives
+
+    η = SOL / latency,   SOL = max(bytes / HBM bandwidth, FLOPs / peak of the kernel's dtype)
+
+with the same byte and FLOP counts the step model charges for that operator, so at a measured
+shape the model reproduces the measured latency exactly; between measured sizes η is linear in
+log(size) (:class:`kvplan.calc.efficiency.Curve`), outside it is clamped and the command says so.
+
+- GEMM (``gemm.csv``): bytes = weights ``n k w``; FLOPs ``2 m n k``; curve over m for the
+  measured (n, k) pair nearest the operator's per-GPU shape in log space.
+- MoE (``moe.csv``): bytes = touched local experts ``(E/ep)(1 − (1 − k/E)^T) × 3 h i/tp × w``;
+  FLOPs ``6 T k h i / (tp ep)``; curve over tokens T for the nearest measured model shape,
+  (tp, ep) and the power-law routing the collector synthesises (``power_law_1.01``).
+- decode attention (``attention_decode.csv``, ``mla_decode.csv``): bytes = ``batch × context ×``
+  KV bytes per token per layer; FLOPs ``2 × heads × (d + d_v)`` per key (MLA: 1088 per head);
+  grid over (batch, context) for the nearest measured head geometry.
+- prefill attention (``attention_prefill.csv``, ``mla_prefill.csv``): causal FLOPs
+  ``2 × heads × (d + d_v) × isl(isl+1)/2``; curve over isl at batch 1.
+- collectives (``comm.csv``): the measured latency itself, versus message bytes, per rank count.
+
+Only numpy and the csv module; tables are read on first use and cached.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, nearest_index
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
+BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "w4a16_mxfp4": 0.5,
+         "w4a8_mxfp4_mxfp8": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "sq": 1.0}
+PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
+              "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "int8_wo": "bf16", "int4_wo": "bf16", "sq": "int8"}
+NUMERIC = {"m", "n", "k", "batch", "context_tokens", "isl_tokens", "num_heads", "num_kv_heads", "head_dim",
+           "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp", "moe_ep", "num_gpus",
+           "message_bytes", "latency_s", "tp_size"}
+
+
+def _read(path: Path, gpu: str | None = None) -> dict[str, np.ndarray]:
+    """Columns of a table; with ``gpu``, only that GPU's rows (lines are filtered before parsing)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    body = lines[1:] if gpu is None else [line for line in lines[1:] if line.startswith(gpu + ",")]
+    reader = csv.reader([lines[0], *body])
+    header = next(reader)
+    rows = list(reader)
+    cols = list(zip(*rows)) if rows else [[] for _ in header]
+    out = {}
+    for name, values in zip(header, cols):
+        if name in NUMERIC:
+            try:
+                out[name] = np.array(values).astype(np.float64)      # C-level parse; empty cells below
+            except ValueError:
+                out[name] = np.array([float(v) if v else math.nan for v in values], dtype=np.float64)
+        else:
+            out[name] = np.array(values, dtype=object)
+    return out
+
+
+@dataclass
+class PerfTables:
+    """The shipped tables, read lazily; ``root`` is a directory of the CSVs (kvplan/data/perf)."""
+
+    root: Path
+    _cache: dict = field(default_factory=dict)
+
+    def table(self, name: str, gpu: str | None = None) -> dict[str, np.ndarray] | None:
+        key = (name, gpu)
+        if key not in self._cache:
+            path = self.root / f"{name}.csv"
+            self._cache[key] = _read(path, gpu) if path.exists() else None
+            if self._cache[key] is not None and not len(self._cache[key].get("latency_s", [0])):
+                self._cache[key] = None
+        return self._cache[key]
+
+    def gpu_name(self, card_name: str) -> str | None:
+        gpus = self.table("gpus")
+        if gpus is None:
+            return None
+        hit = np.flatnonzero(gpus["card"] == card_name)
+        return str(gpus["gpu"][hit[0]]) if hit.size else None
+
+    def select(self, name: str, **equal) -> dict[str, np.ndarray] | None:
+        t = self.table(name, equal.get("gpu"))
+        if t is None:
+            return None
+        mask = np.ones(len(t["latency_s"]), dtype=bool)
+        for key, value in equal.items():
+            mask &= t[key] == value
+        if not mask.any():
+            return None
+        return {k: v[mask] for k, v in t.items()}
+
+    def backend(self, name: str, gpu: str, engine: str, **equal) -> tuple[str, dict] | tuple[None, None]:
+        """The engine's own rows where measured, else TensorRT-LLM's, else any backend's."""
+        t = self.table(name, gpu)
+        if t is None:
+            return None, None
+        for b in dict.fromkeys([engine, "trtllm", "vllm", "sglang"]):
+            rows = self.select(name, gpu=gpu, backend=b, **equal)
+            if rows is not None:
+                return b, rows
+        return None, None
+
+
+def _nearest_rows(rows: dict, keys: tuple[str, ...], target: tuple[float, ...]) -> dict:
+    """The rows whose ``keys`` equal the combination nearest ``target`` in log space."""
+    combos = np.unique(np.stack([rows[k] for k in keys], axis=1), axis=0)
+    best = combos[nearest_index(combos, np.asarray(target, dtype=np.float64))]
+    mask = np.ones(len(rows["latency_s"]), dtype=bool)
+    for k, v in zip(keys, best):
+        mask &= rows[k] == v
+    return {k: v[mask] for k, v in rows.items()}
+
+
+def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
+               peak: float) -> Curve | None:
+    backend, rows = tables.backend("gemm", gpu, engine, dtype=dtype)
+    if rows is None:
+        return None
+    rows = _nearest_rows(rows, ("n", "k"), (n, k))
+    m, nn, kk = rows["m"], rows["n"], rows["k"]
+    sol = np.maximum(nn * kk * BYTES.get(dtype, 2.0) / bw, 2 * m * nn * kk / peak)
+    nk = f"n={nn[0]:g}, k={kk[0]:g}"
+    return _curve(m, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {dtype} GEMM {nk}")
+
+
+def _curve(sizes, sol, latency, source) -> Curve | None:
+    return curve_from_rows(sizes, sol, latency, f"aiconfigurator {source}")
+
+
+def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: float, inter: float, topk: float,
+              experts: float, moe_tp: float, moe_ep: float, bw: float, peak: float) -> Curve | None:
+    backend, rows = tables.backend("moe", gpu, engine, dtype=dtype)
+    if rows is None:
+        return None
+    skew = rows["distribution"] == "power_law_1.01"
+    if skew.any():
+        rows = {k: v[skew] for k, v in rows.items()}
+    rows = _nearest_rows(rows, ("hidden_size", "inter_size", "topk", "num_experts"), (hidden, inter, topk, experts))
+    rows = _nearest_rows(rows, ("moe_tp", "moe_ep"), (moe_tp, moe_ep))
+    t, h, i, kk, e = (rows[c] for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
+    tp_, ep_ = rows["moe_tp"], rows["moe_ep"]
+    touched = e / ep_ * (1 - (1 - kk / e) ** t)
+    sol = np.maximum(touched * 3 * h * i / tp_ * BYTES.get(dtype, 2.0) / bw, 6 * t * kk * h * i / (tp_ * ep_) / peak)
+    shape = f"h={h[0]:g}, inter={i[0]:g}, top-{kk[0]:g} of {e[0]:g}, moe_tp {tp_[0]:g}, moe_ep {ep_[0]:g}"
+    return _curve(t, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {dtype} MoE {shape}")
+
+
+def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: str, mla: bool, heads: float,
+                          kv_heads: float, head_dim: float, bw: float, peak: float) -> Grid | None:
+    name = "mla_decode" if mla else "attention_decode"
+    backend, rows = tables.backend(name, gpu, engine, kv_dtype=kv_dtype)
+    if rows is None:
+        return None
+    kvb = BYTES.get(kv_dtype, 2.0)
+    if mla:
+        rows = _nearest_rows(rows, ("num_heads",), (heads,))
+        per_token_bytes = 576 * kvb
+        flops_per_key = 2 * rows["num_heads"] * 1088
+        geometry = f"MLA {rows['num_heads'][0]:g} heads"
+    else:
+        rows = _nearest_rows(rows, ("num_heads", "num_kv_heads", "head_dim"), (heads, kv_heads, head_dim))
+        per_token_bytes = 2 * rows["num_kv_heads"] * rows["head_dim"] * kvb
+        flops_per_key = 4 * rows["num_heads"] * rows["head_dim"]
+        geometry = f"{rows['num_heads'][0]:g}/{rows['num_kv_heads'][0]:g} heads of {rows['head_dim'][0]:g}"
+    b, c = rows["batch"], rows["context_tokens"]
+    sol = np.maximum(b * c * per_token_bytes / bw, b * c * flops_per_key / peak)
+    eta = np.minimum(sol / rows["latency_s"], 1.0)
+    bs, cs = np.unique(b), np.unique(c)
+    table = np.full((bs.size, cs.size), np.nan)
+    for bi, ci, e in zip(np.searchsorted(bs, b), np.searchsorted(cs, c), eta):
+        table[bi, ci] = e if np.isnan(table[bi, ci]) else (table[bi, ci] + e) / 2
+    for bi in range(bs.size):                       # unmeasured corners: the nearest measured context
+        row = table[bi]
+        have = np.flatnonzero(~np.isnan(row))
+        if not have.size:
+            row[:] = np.nanmean(table) if np.isfinite(np.nanmean(table)) else 0.5
+            continue
+        for ci in np.flatnonzero(np.isnan(row)):
+            row[ci] = row[have[np.argmin(np.abs(have - ci))]]
+    return Grid(tuple(bs.tolist()), tuple(cs.tolist()), tuple(map(tuple, table.tolist())),
+                f"aiconfigurator {backend} {rows['backend_version'][0]} decode attention, {geometry}, KV {kv_dtype}")
+
+
+def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, mla: bool, heads: float,
+                            kv_heads: float, head_dim: float, bw: float, peak: float) -> Curve | None:
+    name = "mla_prefill" if mla else "attention_prefill"
+    backend, rows = tables.backend(name, gpu, engine, dtype=dtype)
+    if rows is None:
+        return None
+    rows = {k: v[rows["batch"] == 1] for k, v in rows.items()} if (rows["batch"] == 1).any() else rows
+    if mla:
+        rows = _nearest_rows(rows, ("num_heads",), (heads,))
+        per_key = 2 * rows["num_heads"] * (192 + 128)
+    else:
+        rows = _nearest_rows(rows, ("num_heads", "num_kv_heads", "head_dim"), (heads, kv_heads, head_dim))
+        per_key = 4 * rows["num_heads"] * rows["head_dim"]
+    s = rows["isl_tokens"]
+    sol = rows["batch"] * per_key * s * (s + 1) / 2 / peak
+    return _curve(s, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} prefill attention {dtype}")
+
+
+def collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
+    """(op, ranks) → LatencyCurve: the engine's custom all-reduce where measured, NCCL otherwise."""
+    t = tables.table("comm", gpu)
+    if t is None:
+        return {}
+    out = {}
+    ops = {"all_reduce": "all_reduce", "all_gather": "all_gather", "alltoall": "all_to_all"}
+    for op, key in ops.items():
+        for p in (2, 4, 8):
+            mask = (t["gpu"] == gpu) & (t["op"] == op) & (t["num_gpus"] == p) & (t["dtype"] != "int8")
+            if not mask.any():
+                continue
+            libs = t["library"][mask]
+            custom = [lib for lib in dict.fromkeys(libs) if engine.lower() in str(lib).lower()]
+            lib = custom[0] if custom and op == "all_reduce" else "nccl"
+            sel = mask & (t["library"] == lib)
+            if not sel.any():
+                sel = mask
+            x, y = t["message_bytes"][sel], t["latency_s"][sel]
+            order = np.argsort(x)
+            x, y = x[order], y[order]
+            ux = np.unique(x)
+            uy = np.array([y[x == u].mean() for u in ux])
+            out[(key, p)] = LatencyCurve(tuple(ux.tolist()), tuple(uy.tolist()), f"aiconfigurator {lib} {op} on {p} GPUs")
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_default() -> PerfTables | None:
+    """The tables that ship with kvplan, or None where none do."""
+    return PerfTables(DATA) if (DATA / "gemm.csv").exists() else None
+
+
+__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "decode_attention_grid", "prefill_attention_curve",
+           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat"]

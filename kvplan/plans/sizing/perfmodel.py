@@ -1,0 +1,334 @@
+"""Resolve the per-operator model for one deployment: efficiencies, engine behaviour, parallelism.
+
+Precedence for each operator's efficiency (every default taken is named in the notes):
+
+1. ``--eta-mem`` / ``--eta-flops`` given: every operator runs at those (flat, as the roofline).
+2. A per-kernel table row for this GPU and dtype (:mod:`kvplan.calc.perfdb`, measured
+   latencies of NVIDIA's aiconfigurator database): η(size) = SOL / measured, interpolated.
+3. Otherwise the hardware card's η_mem / η_flops (its ``efficiency.flops_by_dtype`` for the
+   compute dtype where present), else kvplan's defaults, flat.
+
+Engine profiles (:data:`ENGINE_PERF`) carry what differs between vLLM, SGLang and TensorRT-LLM
+in the step: the CUDA-graph batch sizes a decode batch is padded up to, and the per-step host
+overhead. A figure no engine publishes is left out, and the note says which default was used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.calc.efficiency import Flat
+from kvplan.calc.operators import OperatorEfficiencies, Parallel, Shapes, operator_pass, padded_batch
+from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.errors import InputError
+
+
+def _vllm_graph_sizes(max_num_seqs: int = 256) -> tuple[int, ...]:
+    top = min(max_num_seqs * 2, 512)
+    return tuple([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16)))
+
+
+@dataclass(frozen=True)
+class EnginePerf:
+    """What an engine adds to a step: CUDA-graph padding of decode batches and its host overhead."""
+
+    name: str
+    cuda_graph_sizes: tuple[int, ...]
+    graph_source: str
+    max_num_seqs: int | None
+    max_num_seqs_source: str
+    overhead_per_seq_s: float | None = None
+    overhead_source: str | None = None
+    two_batch_overlap: bool = False
+
+
+ENGINE_PERF: dict[str, EnginePerf] = {
+    "vllm": EnginePerf(
+        "vllm", _vllm_graph_sizes(256),
+        "vllm/config/vllm.py _set_cudagraph_sizes: [1, 2, 4] + range(8, 256, 8) + range(256, min(2 × max_num_seqs, "
+        "512) + 1, 16); larger batches run without a graph",
+        None, "vLLM's max_num_seqs default depends on version, entry point and GPU; pass --max-num-seqs"),
+    "sglang": EnginePerf(
+        "sglang", (), "SGLang's captured batch sizes depend on the GPU and version (--cuda-graph-bs, "
+        "--cuda-graph-max-bs); not modelled: decode batches run unpadded",
+        None, "SGLang derives max_running_requests from the KV pool; no fixed cap"),
+    "trtllm": EnginePerf(
+        "trtllm", (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192),
+        "TensorRT-LLM docs/source/performance/perf-overview.md llm_options.yml: cuda_graph_config enable_padding, "
+        "batch_sizes 1 … 8192",
+        2048, "TensorRT-LLM max_batch_size default 2048 (public start-up log in ai-dynamo/dynamo "
+        "examples/python_rs/llm/tensorrt_llm/README.md: max_num_requests=2048, max_num_tokens=8192)"),
+}
+
+
+def engine_perf(engine: str) -> EnginePerf | None:
+    return ENGINE_PERF.get(engine)
+
+
+def check_parallelism(card: ModelCard, hw: HardwareCard, tps, dp: int, expert_parallel: bool,
+                      redundant_experts: int, imbalance: float | None) -> None:
+    """Impossible parallelism is one InputError (Error:/Hint:, exit 2)."""
+    if dp < 1:
+        raise InputError(f"--dp must be >= 1 (got {dp})", "the number of attention data-parallel ranks")
+    if redundant_experts < 0:
+        raise InputError(f"--ep-redundant-experts must be >= 0 (got {redundant_experts})",
+                         "extra expert replicas per layer (EPLB), e.g. 32 for EP72 on 256 experts")
+    if imbalance is not None and not (1.0 <= imbalance < math.inf):
+        raise InputError(f"--expert-imbalance must be >= 1 (got {imbalance})",
+                         "hottest rank's routed tokens over the mean; 1 = perfectly balanced")
+    if (expert_parallel or redundant_experts) and card.moe is None:
+        raise InputError(f"--enable-expert-parallel: {card.name} has no routed experts (a dense model)",
+                         "drop --enable-expert-parallel / --ep-redundant-experts for dense models")
+    if redundant_experts and not expert_parallel:
+        raise InputError("--ep-redundant-experts needs --enable-expert-parallel",
+                         "add --enable-expert-parallel (EP size = TP × DP)")
+    domain = hw.scale_up_domain or 1
+    for tp in tps:
+        gpus = tp * dp
+        if gpus > domain and hw.nic is None:
+            raise InputError(
+                f"--tp {tp} × --dp {dp} = {gpus} GPUs exceed {hw.name}'s {domain} GPUs per node and the card has no NIC",
+                "stay within one node, or use a hardware card with a nic (scale-out link)")
+        if expert_parallel:
+            slots = card.moe.num_experts + redundant_experts
+            if slots % gpus:
+                need = (-card.moe.num_experts) % gpus
+                raise InputError(
+                    f"EP size {gpus} (TP {tp} × DP {dp}) does not divide {card.name}'s {card.moe.num_experts} experts"
+                    + (f" + {redundant_experts} redundant" if redundant_experts else ""),
+                    f"add --ep-redundant-experts {need} (EPLB replicas), or pick TP × DP dividing the expert count")
+
+
+# Expert load imbalance: DeepSeek's EPLB reference reports per-GPU load balance of its
+# production serving; without EPLB, the hottest of 8 ranks carries more. kvplan's default is
+# balanced (λ = 1) and says so; pass --expert-imbalance to charge a skew.
+DEFAULT_IMBALANCE = 1.0
+DEFAULT_IMBALANCE_NOTE = ("expert load imbalance λ = 1 (routed tokens spread evenly over EP ranks): kvplan default, "
+                          "no public per-rank load figure applies to every model; pass --expert-imbalance to charge "
+                          "the hottest rank's share (the step waits for it)")
+
+
+def flat_efficiencies(eta_mem: float, eta_flops: float, source: str, overhead_base_s: float,
+                      overhead_per_seq_s: float = 0.0, notes: tuple[str, ...] = ()) -> OperatorEfficiencies:
+    flat = Flat(eta_mem, eta_flops, source)
+    return OperatorEfficiencies(flat, flat, flat, flat, flat, flat, overhead_base_s, overhead_per_seq_s, {}, notes)
+
+
+def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_sizes: tuple[int, ...] = (),
+              clamped: set | None = None):
+    """A ``pass_fn`` for :func:`kvplan.calc.roofline.decode_step` / ``prefill`` (their ``ep`` = dp here)."""
+
+    def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, **kw):
+        par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
+                            redundant_experts=par.redundant_experts, imbalance=par.imbalance,
+                            overlap_comm=par.overlap_comm)
+        return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
+                             batch=batch, phase=phase, clamped=clamped,
+                             graph_sizes=graph_sizes if phase == "decode" else (), **kw)
+
+    def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
+        kw.pop("overlap_comm", None)
+        batch = tokens if batch is None else batch
+        return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
+
+    fn.parts = (shapes, effs, par, graph_sizes, clamped)
+    return fn
+
+
+def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, explicit_eta: bool,
+                   explicit_overhead: bool, par: Parallel, notes: list[str], tables=None, tps=None):
+    """(pass_fn, OperatorEfficiencies, clamped set) for the per-operator model of one deployment.
+
+    ``tables`` is a :class:`kvplan.calc.perfdb.PerfTables` (or None); an explicit η bypasses it.
+    """
+    from kvplan.calc.operators import model_shapes
+
+    shapes = model_shapes(card, cost)
+    perf = engine_perf(engine)
+    base = machine.step_overhead_s
+    per_seq = 0.0
+    if perf is not None and perf.overhead_per_seq_s is not None and not explicit_overhead:
+        per_seq = perf.overhead_per_seq_s
+        notes.append(f"host overhead {per_seq * 1e6:.3g} µs per sequence per step ({perf.overhead_source})")
+    effs = None
+    if tables is not None and not explicit_eta:
+        by_tp = {}
+        for t in sorted({int(x) for x in (tps or [int(np.max(np.asarray(par.tp)))])}):
+            found = efficiencies_from_tables(tables, card, hw, machine, cost, shapes, t, par, engine, base, per_seq,
+                                             cost.weights_dtype, notes)
+            if found is None:
+                break
+            by_tp[t] = found
+        effs = merge_by_tp(by_tp) if by_tp else None
+    if effs is None:
+        source = "--eta-mem/--eta-flops" if explicit_eta else f"{hw.name} card / kvplan defaults"
+        effs = flat_efficiencies(machine.eta_mem, machine.eta_flops, source, base, per_seq)
+        if not explicit_eta:
+            notes.append(f"no per-kernel table for {hw.name} {machine.compute_dtype}: every operator at the card's "
+                         f"η_mem {machine.eta_mem:g}, η_flops {machine.eta_flops:g}")
+    attention_dtype = "fp8" if next(iter(cost.layouts.values())).kv_dtype == "fp8" else "bf16"
+    attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
+    if attention_peak and attention_peak != machine.peak_flops_per_s:
+        import dataclasses
+        effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
+        notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
+                     f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
+    graph_sizes = perf.cuda_graph_sizes if perf is not None else ()
+    if perf is not None:
+        notes.append(f"{engine} CUDA graphs: " + (f"decode GEMMs run at the captured batch size at or above the "
+                     f"batch per rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
+    clamped: set = set()
+    return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
+
+
+def merge_by_tp(by_tp: dict) -> OperatorEfficiencies:
+    """One OperatorEfficiencies whose per-operator entries pick the curve of each point's TP."""
+    import dataclasses
+
+    from kvplan.calc.operators import ByTP
+
+    first = next(iter(by_tp.values()))
+    if len(by_tp) == 1:
+        return first
+    fields = ("attention_gemms", "mlp_gemms", "lm_head", "expert_gemms", "attention_decode", "attention_prefill")
+    return dataclasses.replace(first, **{f: ByTP({t: getattr(e, f) for t, e in by_tp.items()}) for f in fields})
+
+
+def weights_per_gpu(card: ModelCard, cost, tp, dp, expert_parallel: bool, redundant_experts: int = 0):
+    """Weight bytes one GPU holds: dense (+ untied input embedding) ÷ tp; routed experts
+    (E + R)/(tp dp) whole experts with EP, else all E ÷ (tp dp) (tensor-parallel experts)."""
+    tp = np.asarray(tp, dtype=np.float64)
+    gpus = tp * dp
+    embedding = 0.0 if card.tie_word_embeddings else cost.lm_head_weight_bytes
+    experts = 0.0
+    if cost.is_moe:
+        slots = cost.num_experts + (redundant_experts if expert_parallel else 0)
+        experts = cost.moe_layers * slots * cost.expert_weight_bytes / gpus
+    return (cost.dense_weight_bytes + embedding) / tp + experts
+
+
+def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: str, tp: int, dp: int,
+              seq_tokens: int, expert_parallel: bool, redundant_experts: int, max_num_seqs: int | None,
+              notes: list[str]) -> int:
+    """The largest batch the instance's KV pool holds at ``seq_tokens`` per sequence (and max_num_seqs per rank).
+
+    Per GPU: pool = the engine's KV budget (``kvplan.calc.memory.kv_budget``: utilisation, weights,
+    activation estimate); one sequence takes its paged KV at ``seq_tokens``; each attention-DP rank
+    holds ⌊pool / sequence bytes⌋ sequences (MLA latents are stored once per DP rank, not
+    replicated across DP), capped by max_num_seqs; the instance holds dp × that.
+    """
+    from kvplan.calc.kv import kv_layout
+    from kvplan.calc.memory import activation_peak_bytes, kv_budget
+    from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype
+    from kvplan.plans.sizing.fit import _utilization
+
+    profile = get_profile(engine)
+    util = _utilization(engine, hw.hbm_capacity_bytes, tp, 1, None, notes)
+    weights = float(weights_per_gpu(card, cost, tp, dp, expert_parallel, redundant_experts))
+    perf = engine_perf(engine)
+    cap = max_num_seqs if max_num_seqs is not None else (perf.max_num_seqs if perf else None)
+    activation = 0.0
+    if engine in ("vllm", "trtllm"):      # engines that profile a forward pass before sizing the cache
+        activation = activation_peak_bytes(card, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, tp, cap or 256,
+                                           serving_dtype(card.dtype, profile))
+    budget = kv_budget(profile, hw.hbm_capacity_bytes, util, weights, activation)
+    seq_bytes = kv_layout(card, profile, kv_dtype, tp).sequence_bytes(seq_tokens, per_gpu=True)
+    per_rank = int(max(budget.kv_cache_bytes, 0.0) // seq_bytes) if seq_bytes > 0 else 0
+    if cap is not None:
+        per_rank = min(per_rank, cap)
+    notes.append(f"--batch max: tp {tp} × dp {dp}: KV pool {budget.kv_cache_bytes / 2**30:.2f} GiB per GPU "
+                 f"({budget.rule}, utilisation {util:g}) / {seq_bytes / 2**20:.3g} MiB per {seq_tokens:,}-token "
+                 f"sequence = {per_rank:,} sequences per DP rank" + (f" (max_num_seqs {cap})" if cap else "")
+                 + (f"; cap: {perf.max_num_seqs_source}" if perf and max_num_seqs is None and perf.max_num_seqs else ""))
+    return per_rank * dp
+
+
+__all__ = ["operator_model", "weights_per_gpu", "max_batch", "ENGINE_PERF", "EnginePerf", "engine_perf", "padded_batch", "check_parallelism", "make_pass",
+           "flat_efficiencies", "DEFAULT_IMBALANCE", "DEFAULT_IMBALANCE_NOTE"]
+
+
+def table_dtype(compute_dtype: str, weights_dtype: str, native_weights: str | None, moe: bool = False) -> str:
+    """The per-kernel table's dtype for a GEMM: a native FP8 checkpoint (DeepSeek, Qwen3-FP8) is
+    128-block scaled (``fp8_block``), an FP8 quantisation by the engine per-tensor (``fp8``);
+    fp4 → ``nvfp4``; MXFP4 experts on Hopper run W4A16 (``w4a16_mxfp4``)."""
+    if weights_dtype == "mxfp4" and moe:
+        return "w4a16_mxfp4"
+    if compute_dtype == "fp8":
+        return "fp8_block" if native_weights == "fp8" else "fp8"
+    if compute_dtype == "fp4":
+        return "nvfp4"
+    if compute_dtype == "int8":
+        return "sq"
+    return "bf16" if compute_dtype in ("bf16", "fp16", "fp32") else compute_dtype
+
+
+def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine, cost, shapes: Shapes, tp: int,
+                             par: Parallel, engine: str, base_s: float, per_seq_s: float, weights_dtype: str,
+                             notes: list[str]) -> OperatorEfficiencies | None:
+    """Each operator's η curve from the per-kernel tables for ``hw`` at attention TP ``tp``; the card's
+    flat η for an operator no table covers (named in the notes). None when the GPU has no tables."""
+    from kvplan.calc import perfdb
+
+    gpu = tables.gpu_name(hw.name)
+    if gpu is None:
+        return None
+    bw = hw.hbm_bandwidth_bytes_per_s
+    flat = Flat(machine.eta_mem, machine.eta_flops, f"{hw.name} card")
+    used, missing = [], []
+
+    def peak_of(dtype: str) -> float:
+        return hw.peak_flops_per_s.get(perfdb.PEAK_DTYPE.get(dtype, dtype)) or machine.peak_flops_per_s
+
+    def pick(what, curve):
+        if curve is None:
+            missing.append(what)
+            return flat
+        used.append(f"{what}: {curve.source}")
+        return curve
+
+    gemm_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype)
+    effs = {}
+    for kind in ("attention", "mlp"):
+        n, k = shapes.gemm_nk(kind, tp)
+        effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.gemm_curve(tables, gpu, engine, gemm_dtype, float(n), k, bw,
+                                                                       peak_of(gemm_dtype)))
+    effs["lm_head"] = pick("LM head", perfdb.gemm_curve(tables, gpu, engine, "bf16", card.vocab_size / tp,
+                                                        card.hidden_size, bw, peak_of("bf16")))
+    if cost.is_moe:
+        moe_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, moe=True)
+        inter = card.moe.expert_params / (3 * card.hidden_size)
+        gpus = tp * float(np.max(np.asarray(par.dp)))
+        moe_tp, moe_ep = (1.0, gpus) if par.expert_parallel else (gpus, 1.0)
+        effs["expert_gemms"] = pick("expert GEMMs", perfdb.moe_curve(
+            tables, gpu, engine, moe_dtype, card.hidden_size, inter, cost.experts_per_token, cost.num_experts,
+            moe_tp, moe_ep, bw, peak_of(moe_dtype)))
+    else:
+        effs["expert_gemms"] = flat
+    group = card.layer_groups[0]
+    mla = group.kind == "mla"
+    heads = (group.num_heads or card.num_attention_heads) / tp
+    kv_heads = max((group.num_kv_heads or heads * tp) / tp, 1.0)
+    head_dim = group.head_dim or card.hidden_size // card.num_attention_heads
+    kv_dtype = next(iter(cost.layouts.values())).kv_dtype
+    kv_table = "fp8" if kv_dtype == "fp8" else "bf16"
+    attn_peak = peak_of(kv_table)
+    effs["attention_decode"] = pick("decode attention", perfdb.decode_attention_grid(
+        tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
+    effs["attention_prefill"] = pick("prefill attention", perfdb.prefill_attention_curve(
+        tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
+    collectives = perfdb.collective_curves(tables, gpu, engine)
+    if used:
+        notes.append(f"per-kernel tables (NVIDIA aiconfigurator, kvplan/data/perf) for {hw.name}, tp {tp}: "
+                     + "; ".join(used))
+    if collectives:
+        notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}, "
+                     "kvplan/data/perf/comm.csv); beyond one node: α + bytes / (NIC bandwidth × η)")
+    if missing:
+        notes.append(f"no per-kernel table row for {', '.join(missing)} on {hw.name}: the card's η_mem "
+                     f"{machine.eta_mem:g}, η_flops {machine.eta_flops:g} (flat)")
+    return OperatorEfficiencies(effs["attention_gemms"], effs["mlp_gemms"], effs["lm_head"], effs["expert_gemms"],
+                                effs["attention_decode"], effs["attention_prefill"], base_s, per_seq_s,
+                                collectives, attention_peak_flops_per_s=attn_peak)
