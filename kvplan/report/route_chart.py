@@ -28,8 +28,11 @@ def route_chart(path: Path, rows: list[dict], title: str) -> None:
         if all(p[1] is not None for p in points):
             hit_ax.plot(xs, [p[1] * 100 for p in points], marker="o", label=policy)
         balance_ax.plot(xs, [p[2] for p in points], marker="o", label=policy)
+    ticks = sorted({r["instances"] for r in rows})
     for ax, label in ((hit_ax, "prompt blocks served from cache (%)"), (balance_ax, "load imbalance (max / mean requests)")):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, labels=[str(t) for t in ticks])
+        ax.minorticks_off()
         ax.set_xlabel("instances N")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)

@@ -107,3 +107,24 @@ def test_mooncake_default_run_is_documented_shape(invoke):
                     "--service-time", "20s", "-f", "json")
     rows = json_rows(result)
     assert len(rows) == 5 and all(len(r["instance_hit_rates"]) == 16 for r in rows)
+
+
+def test_migration_rows_with_a_system(invoke):
+    result = invoke("route", HEAD, "llama-3.1-8b", "h100-sxm", "--system", "hgx-h100-8", "--instances", "4",
+                    "--policy", "round-robin,prefix-aware", "-f", "json")
+    assert result.exit_code == 0, result.stderr
+    rows = [r for r in json_rows(result) if r["kind"] == "migration"]
+    links = {r["link_kind"]: r for r in rows}
+    assert set(links) == {"scale_up", "host_link", "nic"}
+    # hgx-h100-8 card: NVLink 450 GB/s × 0.84, PCIe Gen5 64 GB/s (no efficiency: line rate), CX-7 50 GB/s × 0.87
+    assert_allclose([links[k]["link_bandwidth_bytes_per_s"] for k in ("scale_up", "host_link", "nic")],
+                    [378e9, 64e9, 43.5e9])
+    for row in rows:
+        assert row["kv_bytes_per_token_per_gpu"] == 131072  # Llama-3.1-8B bf16: 32 layers × 8 heads × 128 × 2 × 2
+        assert_allclose(row["route_to_holder_share"] + row["copy_share"] + row["recompute_share"], 1.0)
+        assert row["diverted_requests"] > 0
+        # no fixed latency on these cards: mean copy = mean missing tokens × bytes per token / bandwidth
+        assert_allclose(row["copy_s_mean"], row["diverted_tokens"] / row["diverted_requests"]
+                            * 131072 / row["link_bandwidth_bytes_per_s"])
+    assert links["nic"]["break_even_tokens"] >= links["scale_up"]["break_even_tokens"] >= 1
+    assert "Note: migration:" in result.stderr

@@ -73,7 +73,13 @@ def migration_rows(service, trace, instances, capacity: int, router) -> tuple[li
             })
     notes = ["migration: a diverted request's missing prefix is served by the cheapest of waiting at the holder "
              "(Δ in flight × E[S] × E[S]/E[T], an estimate), copying its KV over the link, or recomputing it"]
+    notes += [f"{label}: {_link_note(note)}" for label, link in service.links for note in link.notes]
     return rows, notes
+
+
+def _link_note(note: str) -> str:
+    """The link resolver's note, worded for a KV copy between instances (its flags belong to kvplan pd)."""
+    return note.replace("P→D ", "KV copy: ").split(" (pass --link-")[0]
 
 
 def _mean(values: np.ndarray) -> float | None:
