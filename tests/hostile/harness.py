@@ -43,8 +43,18 @@ class _Capture(io.StringIO):
         raise io.UnsupportedOperation("captured")
 
 
-def run_inprocess(args, env: dict | None = None, stdin: str = "") -> Outcome:
-    """``kvplan ARGS`` through ``kvplan.cli.main`` in this process."""
+class _Timeout(BaseException):
+    """Raised by the alarm in an in-process run that takes too long (BaseException: not caught as an error)."""
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def run_inprocess(args, env: dict | None = None, stdin: str = "", timeout_s: float = TIMEOUT_S) -> Outcome:
+    """``kvplan ARGS`` through ``kvplan.cli.main`` in this process, stopped after ``timeout_s`` (SIGALRM)."""
+    import signal
+
     from kvplan.cli import main
 
     args = [str(a) for a in args]
@@ -61,12 +71,20 @@ def run_inprocess(args, env: dict | None = None, stdin: str = "") -> Outcome:
                 os.environ[key] = value
         sys.argv = ["kvplan", *args]
         sys.stdin = io.StringIO(stdin)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            sys.stdout, sys.stderr = out, err
-            try:
-                main()
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        previous = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                sys.stdout, sys.stderr = out, err
+                try:
+                    main()
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except _Timeout:
+            raise AssertionError(f"kvplan {' '.join(args)[:200]} did not finish within {timeout_s} s") from None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
     finally:
         sys.argv, sys.stdout, sys.stderr, sys.stdin = saved
         for key, value in saved_env.items():
