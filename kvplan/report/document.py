@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan.outputs import umask
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.curves import context_vs_concurrency, kv_vs_context
@@ -313,7 +314,7 @@ def replace_directory(target: Path, fill, *, force: bool = False) -> None:
         raise InputError(f"cannot write '{target}': {exc.strerror}", "choose a writable --out") from None
     try:
         fill(staging)
-        os.chmod(staging, 0o755)
+        os.chmod(staging, 0o777 & ~umask())  # mkdtemp makes 0700; a report directory is an ordinary one
         if target.exists():
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".old"))
             os.replace(target, old / target.name)

@@ -357,3 +357,27 @@ def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 128 + 15, proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sweep_and_report_files_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        csv = tmp_path / "sweep.csv"
+        res = kvplan("sweep", ROOT / "examples" / "grids" / "dense.yaml", "-o", csv)
+        assert res.exit_code == 0, res.stderr
+        report = tmp_path / "report"
+        res = kvplan("report", PASS, "--out", report)
+        assert res.exit_code == 0, res.stderr
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(csv.stat().st_mode) == 0o644
+    assert stat.S_IMODE(report.stat().st_mode) == 0o755
+    assert stat.S_IMODE((report / "report.md").stat().st_mode) == 0o644
+
+
+def test_sweep_to_a_fifo_is_refused(tmp_path):
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    res = kvplan("sweep", ROOT / "examples" / "grids" / "dense.yaml", "-o", fifo)
+    assert_refused(res)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
