@@ -279,9 +279,10 @@ def build(root: Path) -> list[Case]:
         "seq-negative": grid_head + "seq: [-1]\nbatch: [1]\n",
         "seq-zero": grid_head + "seq: [0]\nbatch: [1]\n",
         "batch-huge": grid_head + "seq: [8k]\nbatch: [1000000000000]\n",
-        "points-1e10": grid_head + "seq: {from: 1, to: 100000, step: 1}\nbatch: {from: 1, to: 100000, step: 1}\n",
+        "points-1e10": grid_head + "seq: {start: 1, stop: 100000, num: 100000}\nbatch: {start: 1, stop: 100000, num: 100000}\n",
         "points-list-1e10": grid_head + "seq: [" + ", ".join(map(str, range(1, 100_001))) + "]\nbatch: ["
                             + ", ".join(map(str, range(1, 100_001))) + "]\n",
+        "range-num-1e12": grid_head + "seq: {start: 1, stop: 128k, num: 1000000000000}\nbatch: [1]\n",
         "kv-dtype-comma": grid_head + "seq: [8k]\nbatch: [1]\nkv_dtype: [',']\n",
         "tp-zero": grid_head + "seq: [8k]\nbatch: [1]\ntp: [0]\n",
         "models-empty": "models: []\nhardware: [h100-sxm]\nseq: [8k]\nbatch: [1]\n",
@@ -293,7 +294,7 @@ def build(root: Path) -> list[Case]:
         path = _write(root / "grids" / f"{name}.yaml", text)
         target = out / f"sweep-{name}.csv"
         add(Case(f"grid:{name}", ["sweep", path, "-o", target], outputs=[target],
-                 isolate=name in ("billion-laughs", "points-1e10", "points-list-1e10", "seq-1e300", "batch-huge",
+                 isolate=name in ("billion-laughs", "points-1e10", "points-list-1e10", "range-num-1e12", "seq-1e300", "batch-huge",
                                   "deep-nesting")))
 
     # ------------------------------------------------------------------ traces

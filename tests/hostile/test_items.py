@@ -151,10 +151,11 @@ def test_grid_seq_1e300_is_refused(tmp_path):
 
 def test_grid_with_ten_billion_points_names_its_count(tmp_path):
     grid = tmp_path / "grid.yaml"
-    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: {from: 1, to: 100000, step: 1}\n"
-                    "batch: {from: 1, to: 100000, step: 1}\n", encoding="utf-8")
+    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: {start: 1, stop: 100000, num: 100000}\n"
+                    "batch: {start: 1, stop: 100000, num: 100000}\n", encoding="utf-8")
     res = run_subprocess(["sweep", grid, "-o", tmp_path / "out.csv"], env=NO_CI)
     assert_refused(res, outputs=[tmp_path / "out.csv"])
+    assert "the grid has 10,000,000,000 points" in res.stderr
 
 
 def test_trace_input_length_2_to_the_62_is_refused(tmp_path):
