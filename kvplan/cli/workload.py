@@ -65,7 +65,7 @@ def workload_command(
         if cache_tokens is not None else []
     bucket_s = parse_seconds(bucket)
     if bucket_s <= 0:
-        raise InputError(f"--bucket must be longer than 0 s (got {bucket})", "pass e.g. --bucket 60s")
+        raise InputError(f"rate bucket must be > 0 s (got {bucket})", "write e.g. --bucket 60s")
     flags_given = any(v is not None for v in (rate, isl, osl))
     if trace is not None and flags_given:
         raise InputError("give a trace or workload flags (--rate/--isl/--osl), not both")

@@ -38,7 +38,7 @@ MAX_BUCKETS = 10_000_000
 def rate_buckets(arrival_s: np.ndarray, bucket_s: float = 60.0) -> np.ndarray:
     """Requests per bucket of ``bucket_s`` seconds from the first arrival (``floor(t / bucket_s)``)."""
     if not bucket_s > 0:
-        raise InputError(f"the rate bucket must be longer than 0 s (got {bucket_s:g} s)", "pass e.g. --bucket 60s")
+        raise InputError(f"rate bucket must be > 0 s (got {bucket_s:g})", "write e.g. --bucket 60s")
     if arrival_s.size == 0:
         return np.zeros(0, dtype=np.int64)
     span = float(arrival_s[-1] - arrival_s[0])

@@ -317,7 +317,7 @@ def _mooncake_record(obj) -> tuple[tuple | None, str | None]:
         if value < 0:
             return None, f"{key} {value} is negative"
         if value > MAX_TOKENS:
-            return None, f"{key} {value} is more than {MAX_TOKENS:,} tokens"
+            return None, f"{key} {value} is too large (more than {MAX_TOKENS:,} tokens)"
     hash_ids = obj.get("hash_ids")
     if hash_ids is not None and not isinstance(hash_ids, list):
         return None, "hash_ids is not a list of non-negative integers"

@@ -43,18 +43,18 @@ def test_tokens_stay_unitless():
 
 @pytest.mark.parametrize("args,needle", [
     (("fit", "llama-3.1-8b", "h100-sxm", "--gpu-memory", "0"), "--gpu-memory must be > 0"),
-    (("fit", "llama-3.1-8b", "h100-sxm", "--max-num-seqs", "0"), "--max-num-seqs must be >= 1"),
-    (("fit", "llama-3.1-8b", "h100-sxm", "--max-num-seqs", "-5000"), "--max-num-seqs must be >= 1"),
-    (("fit", "llama-3.1-8b", "h100-sxm", "--max-num-batched-tokens", "-100000"), "--max-num-batched-tokens must be >= 1"),
-    (("size", "llama-3.1-8b", "--max-num-batched-tokens", "-100000"), "--max-num-batched-tokens must be >= 1"),
+    (("fit", "llama-3.1-8b", "h100-sxm", "--max-num-seqs", "0"), "--max-num-seqs must be a positive integer"),
+    (("fit", "llama-3.1-8b", "h100-sxm", "--max-num-seqs", "-5000"), "--max-num-seqs must be a positive integer"),
+    (("fit", "llama-3.1-8b", "h100-sxm", "--max-num-batched-tokens", "-100000"), "--max-num-batched-tokens must be a positive integer"),
+    (("size", "llama-3.1-8b", "--max-num-batched-tokens", "-100000"), "--max-num-batched-tokens must be a positive integer"),
     (("size", "llama-3.1-8b", "--kv-dtype", ","), "empty --kv-dtype"),
     (("size", "llama-3.1-8b", "--seq", "1e308"), "more than the 4,294,967,296 kvplan accepts"),
     (("workload", "--rate", "5", "--isl", "2k", "--osl", "256", "--seed", "-1"), "--seed must be >= 0"),
-    (("workload", "--rate", "5", "--isl", "2k", "--osl", "256", "--turns", "1000000000"), "--turns must be"),
-    (("workload", "--rate", "5", "--isl", "2k", "--osl", "256", "--bucket", "0s"), "--bucket must be longer than 0 s"),
-    (("latency", "llama-3.1-8b", "h100-sxm", "--spec-k", "100000000", "--spec-alpha", "0.7"), "--spec-k must be"),
+    (("workload", "--rate", "5", "--isl", "2k", "--osl", "256", "--turns", "1000000000"), "--turns 1000000000 is more than the 10,000 kvplan accepts"),
+    (("workload", "--rate", "5", "--isl", "2k", "--osl", "256", "--bucket", "0s"), "rate bucket must be > 0 s"),
+    (("latency", "llama-3.1-8b", "h100-sxm", "--spec-k", "100000000", "--spec-alpha", "0.7"), "--spec-k 100000000 is more than the 64 kvplan accepts"),
     (("pd", "llama-3.1-8b", "h100-sxm", "--qps", "2", "--isl", "2k", "--osl", "256", "--ttft", "p99<=2s",
-      "--tpot", "p99<=50ms", "--prefill-instances", "1000000000"), "--prefill-instances must be"),
+      "--tpot", "p99<=50ms", "--prefill-instances", "1000000000"), "--prefill-instances 1000000000 is more than"),
 ])
 def test_flag_values_out_of_range_exit_2_not_1(args, needle):
     res = kvplan(*args)
