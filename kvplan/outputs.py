@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +166,8 @@ class OutputSet:
     def _stage(self, item: _Item) -> str:
         path = item.target.path
         directory = path.parent if str(path.parent) else Path(".")
+        import tempfile  # imports shutil and random: only when a file is written
+
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name[:100]}.", suffix=".tmp")
         try:
             os.fchmod(fd, file_mode())

@@ -218,3 +218,41 @@ def load_hardware(name_or_path: str, extra: tuple[Path, ...] = ()) -> HardwareCa
 def load_system(name_or_path: str, extra: tuple[Path, ...] = ()) -> SystemCard:
     """A system card by name, alias or YAML path."""
     return _load("system", name_or_path, extra)
+
+
+def system_names(extra: tuple[Path, ...] = (), accelerator: str | None = None, with_nic: bool = False) -> list[str]:
+    """Names of the system cards (shipped and user), optionally only those of one accelerator or with a NIC."""
+    out = []
+    for path in card_files("system", extra):
+        try:
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+        except (OSError, yaml.YAMLError):
+            continue
+        if not isinstance(data, dict):
+            continue
+        if accelerator is not None and data.get("accelerator") != accelerator:
+            continue
+        if with_nic and not data.get("nic"):
+            continue
+        out.append(str(data.get("name", path.stem)))
+    return out
+
+
+def usual_system(hw: HardwareCard, extra: tuple[Path, ...] = ()) -> tuple[SystemCard | None, str]:
+    """The system an accelerator usually ships in (``usual_system`` on its card) and a note saying what was assumed.
+
+    Without one, the note says what is assumed instead (one scale-up domain of the card's size, the
+    card's own links) and names the shipped system cards of that accelerator, or all of them.
+    """
+    if hw.usual_system:
+        system = load_system(hw.usual_system, extra)
+        if system.accelerator == hw.name:
+            return system, (f"no --system: assumed {system.name}, the usual system of {hw.name} "
+                            f"({system.accelerators} per node, scale-up domain {system.scale_up_domain}"
+                            + (f", NIC {system.nic.name}" if system.nic else ", no NIC on the card") + ")")
+    own = system_names(extra, accelerator=hw.name)
+    names = own or system_names(extra)
+    domain = hw.scale_up_domain or (1 if hw.scale_up is None else "unbounded")
+    return None, (f"no --system and {hw.name} names no usual system: assumed one scale-up domain of {domain} "
+                  f"GPU(s) and {hw.name}'s own links" + (" (no NIC)" if hw.nic is None else "")
+                  + f"; shipped system cards{' of ' + hw.name if own else ''}: {', '.join(names)}")

@@ -278,6 +278,9 @@ class HardwareCard(Card):
     nic: Link | None = None
     host_link: Link | None = None
     tiers: list[Tier] = Field(default_factory=list)
+    usual_system: str | None = Field(
+        default=None, pattern=NAME_PATTERN,
+        description="the shipped system card this accelerator usually comes in (planners assume it without --system)")
 
     @field_validator("peak_flops_per_s")
     @classmethod

@@ -99,6 +99,11 @@ def main() -> None:
         signal.signal(signal.SIGTERM, _terminate)
     except (ValueError, OSError):  # not the main thread
         pass
+    # pydantic looks up plugins through importlib.metadata (email, socket, …) when the first card model
+    # is built: about a tenth of `kvplan size`. The command line uses none; a user's setting stands.
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if "--quiet" in sys.argv[2:]:  # `kvplan pd … --quiet` means what `kvplan --quiet pd …` does
         sys.argv = [sys.argv[0], "--quiet"] + [a for a in sys.argv[1:] if a != "--quiet"]
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)

@@ -15,6 +15,7 @@ from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, Skip
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
 from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
+from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.plans.fleet.plan import fleet_workload, plan, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
@@ -65,8 +66,11 @@ def plan_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
+    gpu_cost: Annotated[Optional[str], typer.Option("--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0 (cost per hour and per million output tokens; the search compares cost).")] = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
+    concurrency: Annotated[Optional[str], typer.Option("--concurrency", "--max-concurrency", help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list (1,8,32,128) gives the latency-throughput curve.")] = None,
+    instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
     sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate (default: the whole trace, or 10000).")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
@@ -78,6 +82,8 @@ def plan_command(
     cards: CardsOpt = None,
 ) -> None:
     """Instances, GPUs, batch, KV demand and p50/p90/p99 TTFT/TPOT for a workload; the binding constraint; scale-out."""
+    if concurrency is not None and trace is None and qps is None:
+        qps = 1.0  # closed loop: the rate is not used, only the lengths
     workload = fleet_workload(
         trace=trace, qps=qps, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
         think_time_s=parse_seconds(think_time), shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True),
@@ -90,10 +96,18 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
+    if concurrency is not None:
+        from kvplan.plans.fleet.closed import closed_loop_result
+
+        result = closed_loop_result(model, hardware, workload, _tps(concurrency, "--concurrency"), instances=instances,
+                                    tps=tps, pps=pps, engine=settings, system=system, requests=sim_requests,
+                                    seed=seed, cards=cards_dirs(cards))
+        emit(result, fmt, output, explain)
+        return
     result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=_float_list(scale),
                   simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
                   max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
-                  cards=cards_dirs(cards))
+                  gpu_cost=parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")

@@ -84,7 +84,7 @@ def route_command(
 ) -> None:
     """Cache-aware routing: per policy and N, hit rates, load imbalance, prefill saved; TTFT, GPUs, KV migration."""
     from kvplan.plans.route.plan import RouterSettings, check_instances, check_policies, presentation, route
-    from kvplan.plans.route.policies import LOAD_POLICIES, POLICIES
+    from kvplan.plans.route.policies import LOAD_POLICIES, POLICIES, PREFIX_POLICIES
     from kvplan.report.route_chart import route_chart
     from kvplan.workload.synthetic import workload_from_flags
     from kvplan.workload.traces import read_trace
@@ -142,15 +142,24 @@ def route_command(
                                cards=cards_dirs(cards))
     elif ttft is not None or tpot is not None or system is not None or link_system:
         raise InputError("--ttft, --tpot, --system and --link-system need a deployment", "add MODEL HARDWARE")
+    skipped: list[str] = []
     if names is None:
-        has_loads = service is not None or service_time is not None
-        names = [p for p in POLICIES if has_loads or p not in LOAD_POLICIES]
+        no_blocks = [] if trace.has_blocks else list(PREFIX_POLICIES)
+        no_loads = [] if service is not None or service_time is not None else [
+            p for p in LOAD_POLICIES if p not in no_blocks]
+        names = [p for p in POLICIES if p not in no_blocks + no_loads]
+        if no_blocks:
+            skipped.append(f"{', '.join(no_blocks)} left out: the trace has no hash_ids")
+        if no_loads:
+            skipped.append(f"{', '.join(no_loads)} left out: no service times (give a deployment MODEL HARDWARE "
+                           "or --service-time)")
     size = parse_tokens(cache_tokens, allow_zero=True) if cache_tokens is not None else None
     if service is not None and size is not None:
         service.cache_tokens = size
     result = route(trace, counts, names, cache_tokens=size,
                    service_time_s=parse_seconds(service_time) if service_time is not None else None,
                    service=service, router=router)
+    result.assumptions += skipped
     if chart is not None:
         route_chart(chart, [r for r in result.rows if r.get("kind") == "route"], result.title)
         typer.echo(f"Wrote {chart}", err=True)

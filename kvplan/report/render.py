@@ -6,7 +6,6 @@ formats (table, markdown) show binary units (GiB), milliseconds and thousands se
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import math
@@ -59,6 +58,8 @@ def _json_default(value):
 def to_csv(result: Result) -> str:
     keys = list(dict.fromkeys(k for row in result.rows for k in row))
     buffer = io.StringIO()
+    import csv  # not at module level: kvplan size's start-up does not pay for it
+
     writer = csv.DictWriter(buffer, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
     writer.writerows(result.rows)
@@ -93,64 +94,44 @@ def terminal_width() -> int:
 
 
 def to_table(result: Result, *, explain: bool = False, width: int | None = None) -> str:
-    """A rich table rendered to text (no colour codes), shaped to fit ``width`` columns.
+    """A box-drawn table (kvplan.report.boxes), shaped to fit ``width`` columns.
 
     ``width`` None: the table's natural width (files). When the table is wider than ``width``:
-    headers fold at their spaces; if the cells alone are still too wide, the table is transposed
-    (one column per row) when that fits, else printed as key/value records, one block per row.
+    headers and text cells fold at their spaces; if the cells alone are still too wide, the table
+    is transposed (one column per row) when that fits, else printed as key/value records.
     """
-    from rich.cells import cell_len
+    from kvplan.report.boxes import column_widths, draw
 
     cols = result.columns
     heads = [header(c) for c in cols]
     cells = [[human(c, row.get(c)) for c in cols] for row in result.rows]
-    cell_widths = [max([cell_len(r[i]) for r in cells] or [0]) for i in range(len(cols))]
-    natural = sum(max(cell_len(h), w) for h, w in zip(heads, cell_widths)) + 3 * len(cols) + 1
+    right = [_numeric(result, c) for c in cols]
+    cell_widths = [max([len(r[i]) for r in cells] or [0]) for i in range(len(cols))]
+    natural = sum(max(len(h), w) for h, w in zip(heads, cell_widths)) + 3 * len(cols) + 1
     limit = width or natural
     # narrowest a column may get: numbers stay whole; text (and every header) folds at its spaces
-    min_widths = [w if _numeric(result, c) else _longest_word([r[i] for r in cells])
-                  for i, (c, w) in enumerate(zip(cols, cell_widths))]
-    folded = sum(max(_longest_word([h]), m) for h, m in zip(heads, min_widths)) + 3 * len(cols) + 1
+    min_widths = [max(w if r else _longest_word([row[i] for row in cells]), _longest_word([h]))
+                  for i, (h, w, r) in enumerate(zip(heads, cell_widths, right))]
+    folded = sum(min_widths) + 3 * len(cols) + 1
     if natural <= limit or folded <= limit:
-        body = _rich_table(result, heads, cells, min_widths, min(limit, natural))
+        body = draw(result.title, heads, cells, right, column_widths(heads, cells, min_widths, limit))
     else:
-        key_width = max(cell_len(h) for h in heads)
-        row_widths = [max(cell_len(v) for v in r) for r in cells]
+        key_width = max(len(h) for h in heads)
+        row_widths = [max(len(v) for v in r) for r in cells]
         transposed = key_width + sum(row_widths) + 3 * (len(cells) + 1) + 1
         if len(cells) <= 8 and transposed <= limit:
-            body = _transposed_table(result, heads, cells, transposed)
+            t_heads = [""] + [f"#{i + 1}" if len(cells) > 1 else "value" for i in range(len(cells))]
+            t_cells = [[h, *(row[j] for row in cells)] for j, h in enumerate(heads)]
+            t_right = [False] + [True] * len(cells)
+            body = draw(result.title, t_heads, t_cells, t_right,
+                        column_widths(t_heads, t_cells, [len(h) for h in t_heads], None))
         else:
             body = _records(result, heads, cells, limit)
     return body + _trailer(result, explain, limit)
 
 
 def _longest_word(texts: list[str]) -> int:
-    from rich.cells import cell_len
-
-    return max((cell_len(word) for text in texts for word in text.split()), default=1)
-
-
-def _rich_table(result: Result, heads: list[str], cells: list[list[str]], min_widths: list[int], width: int) -> str:
-    from rich.table import Table
-
-    table = Table(title=result.title, title_justify="left", show_lines=False)
-    for c, h, w in zip(result.columns, heads, min_widths):
-        table.add_column(h, justify="right" if _numeric(result, c) else "left", overflow="fold", min_width=w)
-    for row in cells:
-        table.add_row(*row)
-    return _print(table, width)
-
-
-def _transposed_table(result: Result, heads: list[str], cells: list[list[str]], width: int) -> str:
-    from rich.table import Table
-
-    table = Table(title=result.title, title_justify="left", show_lines=False)
-    table.add_column("", justify="left")
-    for i in range(len(cells)):
-        table.add_column(f"#{i + 1}" if len(cells) > 1 else "value", justify="right")
-    for j, h in enumerate(heads):
-        table.add_row(h, *(row[j] for row in cells))
-    return _print(table, width)
+    return max((len(word) for text in texts for word in text.split()), default=1)
 
 
 def _records(result: Result, heads: list[str], cells: list[list[str]], width: int) -> str:
@@ -166,15 +147,6 @@ def _records(result: Result, heads: list[str], cells: list[list[str]], width: in
             lines.append(f"{h:<{key_width}}  {wrapped[0]}")
             lines += [" " * (key_width + 2) + more for more in wrapped[1:]]
     return "\n".join(lines) + "\n"
-
-
-def _print(renderable, width: int) -> str:
-    from rich.console import Console
-
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=max(width, 20), force_terminal=False, color_system=None)
-    console.print(renderable)
-    return buffer.getvalue()
 
 
 def _trailer(result: Result, explain: bool, width: int) -> str:

@@ -19,6 +19,10 @@ What it models (per instance, as vLLM V1's scheduler does):
 Deterministic: no randomness inside; the workload (a trace, or a seeded sample) is the input.
 The first ``warmup_fraction`` and last ``cooldown_fraction`` of requests (by arrival) are simulated
 but left out of the statistics: the fleet starts empty and drains at the end.
+
+Closed loop (``SimConfig.concurrency`` = C, as ``vllm bench serve --max-concurrency C``): the given
+arrival times are ignored; C requests are sent at t = 0 and each later one the moment an earlier
+one ends (no think time), so C are in flight until the last C drain.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ class SimConfig:
     kv_pool_bytes: float            # per GPU
     warmup_fraction: float = 0.05   # measured: requests arriving after this share …
     cooldown_fraction: float = 0.0  # … and before the last share (the system fills up and drains)
+    concurrency: int | None = None  # closed loop: this many requests in flight, the next sent when one ends
 
 
 @dataclass
@@ -76,7 +81,12 @@ class SimResult:
 def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig) -> SimResult:
     """Replay requests (arrival order) through ``config.instances`` instances; see the module docstring."""
     start_wall = time.perf_counter()
-    arrival = np.asarray(arrival_s, dtype=np.float64)
+    arrival = np.array(arrival_s, dtype=np.float64)
+    closed = config.concurrency
+    if closed is not None:  # closed loop (vllm bench serve --max-concurrency): the first C at t = 0, the rest on finishes
+        arrival[:] = math.inf
+        arrival[:min(closed, arrival.size)] = 0.0
+    sent = [min(closed or 0, arrival.size)]
     prompt = np.maximum(np.asarray(isl, dtype=np.int64), 1).tolist()
     output = np.maximum(np.asarray(osl, dtype=np.int64), 1).tolist()
     need = np.asarray(kv_bytes, dtype=np.float64).tolist()
@@ -120,11 +130,18 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     def run_length(t0: float, d: float, bb: int, tt: float, j: int) -> float:
         return j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
 
+    def ended(now: float) -> None:
+        """Closed loop: a request has ended, so the client sends the next one now."""
+        if closed is not None and sent[0] < n:
+            arrival[sent[0]] = now
+            sent[0] += 1
+
     def retire(i: int, now: float) -> None:
         heap = finishing[i]
         while heap and heap[0][0] <= k[i]:
             _, r = heapq.heappop(heap)
             finish[r] = now
+            ended(now)
             b[i] -= 1
             T[i] -= prompt[r] + output[r]
             kv_used[i] -= need[r]
@@ -147,6 +164,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
                 q.popleft()
                 pending[i] -= 1
                 rejected += 1
+                ended(now)
                 continue
             if kv_used[i] + need[r] > pool:
                 break
@@ -191,6 +209,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
                     first[r] = now
                     if output[r] == 1:
                         finish[r] = now
+                        ended(now)
                         kv_used[i] -= need[r]
                     else:
                         running[i] += 1
@@ -221,6 +240,8 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     weight = cap + 1
     while ai < n or events:
         next_arrival = arrival[ai] if ai < n else math.inf
+        if not events and next_arrival == math.inf:
+            break  # closed loop with nothing in flight (every request rejected)
         if events and events[0][0] <= next_arrival:
             when, _, i, ver = heapq.heappop(events)
             if ver == version[i]:

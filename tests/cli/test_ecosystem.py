@@ -409,3 +409,17 @@ def test_dated_rereleases_and_unknown_bases_are_not_guessed(invoke):
     assert "dated re-release of qwen3-235b-a22b" in dated.stderr and "config.json" in dated.stderr
     unknown = invoke("size", "someone/Nonexistent-7B-AWQ")
     assert unknown.exit_code == 2 and "unknown model" in unknown.stderr
+
+
+# --- every assumed memory term is a Note; logged figures replace them --------------------------
+
+def test_every_assumed_vllm_memory_term_is_a_note(invoke):
+    base = ("fit", "llama-3.1-70b", "h100-sxm", "--tp", "8", "--max-model-len", "8k", "--format", "json")
+    assumed = invoke(*base).stderr
+    for term in ("vllm tp=8: activation peak estimated at", "vllm tp=8: non-torch memory (NCCL, CUDA context) assumed 0",
+                 "vllm: CUDA-graph memory assumed 0", "GPU memory 79.65 GiB from the h100-sxm card"):
+        assert term in assumed, term
+    assert "PR #10511" in assumed and "issue #12330" in assumed  # the public logs the ranges come from
+    logged = invoke(*base, "--gpu-memory", "79.65GiB", "--activation-memory", "1.26GiB", "--non-torch-memory", "3.58GiB",
+                    "--cudagraph-memory", "0.36GiB").stderr
+    assert not any(word in logged for word in ("activation peak", "non-torch", "CUDA-graph", "GPU memory"))

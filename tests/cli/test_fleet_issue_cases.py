@@ -120,3 +120,77 @@ def test_pipeline_stages_are_added_where_the_weights_need_them(invoke):
     best = rows[0]
     assert best["feasible"] and (best["tp"], best["pp"]) == (8, 2)
     assert all(r["binding_constraint"] == "memory" for r in rows if r["kind"] == "candidate" and r["pp"] == 1)
+
+
+def test_gpu_cost_gives_cost_per_hour_and_per_million_output_tokens(invoke):
+    args = ("llama-3.1-70b", "h100-sxm", "--qps", "20", "--isl", "1k", "--osl", "200", "--ttft", "p99<=2s",
+            "--tpot", "p90<=50ms", "--scale", "2", "--sample", "5000", "--gpu-cost", "h100-sxm=2.4,h20=1.0")
+    res, rows = rows_of(invoke, *args)
+    assert res.exit_code == 0
+    for row in rows:
+        if row.get("feasible"):
+            # G GPUs × 2.4 per GPU-hour over (λ × 200 output tokens × 3,600 s) per hour, per million tokens
+            rate = row.get("rate_per_s", 20.0)
+            assert row["fleet_cost_per_hour"] == pytest.approx(row["total_gpus"] * 2.4)
+            assert row["cost_per_million_output_tokens"] == pytest.approx(
+                row["total_gpus"] * 2.4 / (rate * 200 * 3600) * 1e6)
+    table = invoke("plan", *args, "--format", "markdown")
+    assert "cost: fleet per hour / per million output tokens" in table.stdout
+    bad = invoke("plan", *args[:-1], "h100-sxm=cheap")
+    assert bad.exit_code == 2 and "Error: --gpu-cost: 'cheap' is not a number" in bad.stderr
+
+
+def test_tier_keeps_the_hot_path_in_hbm(invoke):
+    # the stability bound alone gave 6 nodes whose decode KV (89.6 GiB/GPU) exceeded the 54.7 GiB HBM budget;
+    # the fleet is now kvplan plan's, grown (if needed) until the p99 decode batch's KV fits HBM
+    args = ("tier", "llama-3.1-70b", "--system", "hgx-h100-8", "--qps", "5", "--isl", "8k", "--osl", "512",
+            "--turns", "4", "--think-time", "30s", "--shared-prefix", "2k", "--no-pd", "--format", "json")
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    summary = next(r for r in json.loads(res.stdout) if "active_kv_fits_hbm" in r)
+    assert summary["active_kv_fits_hbm"] and summary["active_kv_spilled_bytes_per_gpu"] == 0
+    assert summary["active_kv_p99_bytes_per_gpu"] <= 54.72 * 2**30 and summary["tpot_penalty_p99_s"] == 0
+    assert summary["nodes"] == summary["nodes_min_hbm"]
+    # the spill stays available as an explicit what-if (200 sequences held per instance): its TPOT penalty
+    res = invoke(*args, "--nodes", str(summary["nodes"]), "--decode-batch", "200")
+    assert res.exit_code == 1
+    spilled = next(r for r in json.loads(res.stdout) if "active_kv_fits_hbm" in r)
+    assert not spilled["active_kv_fits_hbm"] and spilled["tpot_penalty_p50_s"] > 0.1
+    text = invoke(*args[:-2], "--nodes", str(summary["nodes"]), "--decode-batch", "200", "--format", "markdown")
+    assert "A what-if: vLLM and SGLang preempt rather than stream decode KV from host memory" in text.stdout
+
+
+def test_pd_on_a_hardware_card_plans_across_nodes_of_its_usual_system(invoke):
+    # without --system it used to stay in one 8-GPU NVLink domain ("the longest request's KV does not fit one
+    # decode instance"); h100-sxm's usual system is hgx-h100-8, whose NIC carries KV between nodes
+    args = ("pd", "llama-3.1-70b", "h100-sxm", "--trace", TRACES_DIR / "conversation_trace.jsonl",
+            "--ttft", "p99<=10s", "--tpot", "p99<=100ms", "--no-sensitivity", "--format", "json")
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    best = json.loads(res.stdout)[0]
+    assert best["mode"] == "disaggregated" and best["feasible"] and best["link_kind"] == "nic"
+    assert best["total_gpus"] > 8 and best["xpyd"] == "5P1D"
+    assert "Note: no --system: assumed hgx-h100-8, the usual system of h100-sxm" in res.stderr
+    explicit = json.loads(invoke(*args, "--system", "hgx-h100-8").stdout)[0]
+    assert (explicit["xpyd"], explicit["total_gpus"]) == (best["xpyd"], best["total_gpus"])
+
+
+def test_every_usual_system_is_a_shipped_card_of_that_accelerator():
+    from kvplan.cards.loader import card_files, load_hardware, load_system
+
+    named = 0
+    for path in card_files("hardware"):
+        hw = load_hardware(path.stem)
+        if hw.usual_system:
+            named += 1
+            assert load_system(hw.usual_system).accelerator == hw.name
+            assert "usual_system" in hw.field_sources  # every figure has its source beside it
+    assert named >= 9
+
+
+def test_plan_reports_whole_nodes(invoke):
+    res, rows = rows_of(invoke, *LLAMA70_20QPS, "--tp", "4")
+    row = rows[0]
+    assert row["system"] == "hgx-h100-8" and row["accelerators_per_node"] == 8
+    # two TP4 instances per 8-GPU node: ⌈instances / 2⌉ nodes
+    assert row["nodes"] == -(-row["instances"] // 2)

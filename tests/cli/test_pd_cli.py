@@ -126,7 +126,13 @@ def test_a_link_without_bandwidth_exits_2(invoke):
         assert "Traceback" not in result.stderr and result.stdout == ""
     hetero = invoke("pd", "llama-3.1-8b", "hgx-h100-8", "--decode-hardware", "h20", "--qps", "1", "--isl", "2k",
                     "--osl", "64")
-    assert hetero.exit_code == 2 and "Error: h20 has no nic link" in hetero.stderr
+    # H100 prefill, H20 decode out of the box: without --decode-system, h20's usual system h20-8 (which carries
+    # its NIC) is assumed and the KV crosses the NIC
+    assert hetero.exit_code == 0, hetero.stderr
+    assert "Note: no --system: assumed h20-8, the usual system of h20" in hetero.stderr
+    row = json.loads(invoke("pd", "llama-3.1-8b", "hgx-h100-8", "--decode-hardware", "h20", "--qps", "1", "--isl",
+                            "2k", "--osl", "64", "--format", "json").stdout)[0]
+    assert row["link_kind"] == "nic"
 
 
 def test_weights_that_fit_no_tp_exit_1(invoke):
@@ -134,8 +140,12 @@ def test_weights_that_fit_no_tp_exit_1(invoke):
     assert result.exit_code == 1
     assert "Error: llama-3.1-405b does not fit the prefill hardware l40s at any TP in [1, 2, 4, 8]" in result.stderr
     assert "Hint: use larger TPs" in result.stderr and "--weights-dtype fp8" in result.stderr
+    # l40s alone: its usual system l40s-pcie-8 (8 cards, PCIe peer-to-peer) is assumed, so TP up to 8 is tried
     alone = invoke("pd", "llama-3.1-405b", "l40s", "--qps", "1", "--isl", "2k", "--osl", "64")
-    assert alone.exit_code == 1 and "TP 2, 4, 8 exceed(s) l40s's scale-up domain (1)" in alone.stderr
+    assert alone.exit_code == 1 and "does not fit the prefill hardware l40s at any TP in [1, 2, 4, 8]" in alone.stderr
+    # a card with no usual system keeps its own scale-up domain (an NVLink-bridged pair of H100 PCIe)
+    pair = invoke("pd", "llama-3.1-405b", "h100-pcie", "--qps", "1", "--isl", "2k", "--osl", "64")
+    assert pair.exit_code == 1 and "TP 4, 8 exceed(s) h100-pcie's scale-up domain (2)" in pair.stderr
     decode = invoke("pd", "llama-3.1-405b", "hgx-h200-8", "--decode-hardware", "l40s", "--link-bandwidth", "50GB/s",
                     "--qps", "1", "--isl", "2k", "--osl", "64")
     assert decode.exit_code == 1 and "does not fit the decode hardware l40s" in decode.stderr

@@ -128,3 +128,10 @@ def test_migration_rows_with_a_system(invoke):
                             * 131072 / row["link_bandwidth_bytes_per_s"])
     assert links["nic"]["break_even_tokens"] >= links["scale_up"]["break_even_tokens"] >= 1
     assert "Note: migration:" in result.stderr
+
+
+def test_default_policies_without_hash_ids(invoke):
+    result = invoke("route", AZURE, "--instances", "2", "--service-time", "5s", "-f", "json")
+    assert [r["policy"] for r in json_rows(result)] == ["round-robin", "random", "least-loaded"]
+    assert all(r["hit_rate"] is None and r["load_imbalance"] >= 1 for r in json_rows(result))
+    assert "Note: prefix-aware, consistent-hash left out: the trace has no hash_ids" in result.stderr

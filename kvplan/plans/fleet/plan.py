@@ -89,7 +89,7 @@ def plan(
     engine: EngineSettings = EngineSettings(), *, tps: Sequence[int] | None = None, pps: Sequence[int] | None = None,
     scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False, sim_requests: int | None = None, seed: int = 0,
     max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False, system=None,
-    cards: tuple[Path, ...] = (),
+    gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (),
 ) -> Result:
     """The fleet for ``workload`` (one ``kind: plan`` row), the runners-up, a re-plan per rate multiplier.
 
@@ -102,21 +102,26 @@ def plan(
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
     ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
+    ``gpu_cost``: {hardware: price per GPU-hour}; every row then carries its cost per hour and per
+    million output tokens (:mod:`kvplan.plans.fleet.cost`), and the search compares cost.
     """
-    from kvplan.cards.loader import load_model
+    from kvplan.cards.loader import load_model, usual_system
+    from kvplan.plans.fleet.cost import cost_fields
     from kvplan.plans.fleet.search import search_shapes
 
     if shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1):
         shape = Shape(int(tps[0]), int(pps[0]) if pps else 1)
-    dep = None
+    dep, assumed = None, None
     if isinstance(model, Deployment):
         dep = model
-    elif shape is not None:
-        _check_inputs(workload, shape, engine, max_gpus, max_utilization)
-        dep = resolve(model, hardware, system=system, engine=engine, parallel=Parallelism(shape.tp, shape.pp),
-                      cards=cards)
     else:
-        _check_inputs(workload, Shape(), engine, max_gpus, max_utilization)
+        _check_inputs(workload, shape or Shape(), engine, max_gpus, max_utilization)
+        hw, sys_card = resolve_cards(hardware, system, cards)
+        if sys_card is None:  # multi-node by default: the accelerator's usual system (its nodes and NIC)
+            sys_card, assumed = usual_system(hw, cards)
+        if shape is not None:
+            dep = resolve(model, hw, system=sys_card, engine=engine, parallel=Parallelism(shape.tp, shape.pp),
+                          cards=cards)
     if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
         raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
     if sim_requests is None and workload.trace is None:
@@ -137,14 +142,13 @@ def plan(
         candidates, skipped = [main], []
     else:
         card = model if hasattr(model, "layer_groups") else load_model(model, cards)
-        hw, sys_card = resolve_cards(hardware, system, cards)
         found = search_shapes(card, hw, workload, list(slos), tps, pps, engine, system=sys_card, cards=cards,
-                              replay=replay if simulate else None, **kwargs)
+                              gpu_cost=gpu_cost, replay=replay if simulate else None, **kwargs)
         main, candidates, skipped = found.best, found.candidates, found.skipped
     chosen = main.setup["deployment"]
     card, engine = chosen.model, chosen.engine
-    row = {"kind": "plan", **main.row()}
-    notes = list(main.assumptions)
+    row = {"kind": "plan", **main.row(), **nodes_of(main)}
+    notes = ([assumed] if assumed else []) + list(main.assumptions)
     explain = list(main.explain)
     if len(candidates) > 1:
         notes.append("parallelism searched: " + ", ".join(_shape_text(p) for p in candidates)
@@ -163,18 +167,39 @@ def plan(
         if sim.rejected:
             notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
     rows = [row] + [_candidate_row(p) for p in candidates if p is not main]
+    mean_osl = workload.lengths.mean_osl
     for multiplier in scale:
         scaled_workload = workload.scaled(multiplier)
         scaled = plan_fleet(chosen, scaled_workload, list(slos), **kwargs)
         if simulate and scaled.instances is not None:
             _size_by_replay(scaled, scaled_workload, sim_requests, seed, max_gpus)
         rows.append(_scale_row(multiplier, scaled))
+    if gpu_cost:
+        for r in rows:
+            r.update(cost_fields(r["total_gpus"] if r.get("feasible") else None, main.hardware, r["rate_per_s"]
+                                 if "rate_per_s" in r else workload.rate_per_s, mean_osl, gpu_cost))
+        if main.hardware not in gpu_cost:
+            notes.append(f"--gpu-cost names no price for {main.hardware}: costs left out")
     verdict = None if main.feasible else f"infeasible: {main.reason}"
-    title = (f"Fleet plan: {card.name} on {chosen.name}, tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
+    title = (f"Fleet plan: {card.name} on {chosen.hardware.name}"
+             + (f" ({chosen.system.name} nodes)" if chosen.system is not None else "") + f", tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
              + (f" (searched {len(candidates)} shapes)" if len(candidates) > 1 else "")
              + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
     return Result(title=title, rows=rows, columns=PLAN_COLUMNS, explain=explain, assumptions=notes,
                   verdict=verdict, failed=not main.feasible)
+
+
+def nodes_of(p: FleetPlan) -> dict:
+    """Whole nodes of the deployment's system the fleet takes: ⌈instances / ⌊node / g⌋⌉ for g <= node GPUs per
+    instance, else instances × ⌈g / node⌉ (an instance spans whole nodes); None without a system."""
+    dep = p.setup.get("deployment")
+    system = dep.system if dep is not None else None
+    if system is None or p.instances is None:
+        return {"system": system.name if system is not None else None, "accelerators_per_node":
+                system.accelerators if system is not None else None, "nodes": None}
+    node, g = system.accelerators, p.shape.gpus
+    nodes = math.ceil(p.instances / (node // g)) if g <= node else p.instances * math.ceil(g / node)
+    return {"system": system.name, "accelerators_per_node": node, "nodes": nodes}
 
 
 def _shape_text(p: FleetPlan, brief: bool = False) -> str:
@@ -190,7 +215,7 @@ CANDIDATE_KEYS = ("tp", "pp", "instances", "gpus_per_instance", "total_gpus", "b
 
 def _candidate_row(p: FleetPlan) -> dict:
     row = p.row()
-    out = {"kind": "candidate", **{k: row.get(k) for k in CANDIDATE_KEYS}}
+    out = {"kind": "candidate", **{k: row.get(k) for k in CANDIDATE_KEYS}, "nodes": nodes_of(p)["nodes"]}
     sim = p.setup.get("sim")
     if sim is not None:
         stats = sim.stats()
@@ -261,7 +286,7 @@ def _scale_row(multiplier: float, p: FleetPlan) -> dict:
     keep = ["rate_per_s", "sized_by", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "batch_mean",
             "concurrency", "kv_demand_mean_bytes", *(f"{k}_{s}_s" for k in ("ttft", "tpot") for s in ("p50", "p90", "p99")),
             "binding_constraint", "feasible", "reason"]
-    return {"kind": "scale", "rate_multiplier": multiplier, **{k: row.get(k) for k in keep}}
+    return {"kind": "scale", "rate_multiplier": multiplier, **{k: row.get(k) for k in keep}, "nodes": nodes_of(p)["nodes"]}
 
 
 def _sim_explain(p: FleetPlan, sim) -> list[str]:
@@ -293,7 +318,9 @@ def presentation(result: Result) -> list[Result]:
     items = [("rate", f"{row['rate_per_s']:,.4g} req/s")]
     if row["instances"] is not None:
         items += [
-            ("instances × GPUs each = GPUs", f"{row['instances']:,} × {row['gpus_per_instance']} = {row['total_gpus']:,}"),
+            ("instances × GPUs each = GPUs", f"{row['instances']:,} × {row['gpus_per_instance']} = {row['total_gpus']:,}"
+             + (f" on {row['nodes']:,} node{'s' if row['nodes'] != 1 else ''} of {row['accelerators_per_node']} "
+                f"({row['system']})" if row.get("nodes") else "")),
             ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}"),
             ("batch limits: KV (CLT p99) / KV at mean C / KV at p99 C / TPOT SLO",
              " / ".join(_count(row.get(k)) for k in ("batch_kv", "batch_kv_mean", "batch_kv_p99", "batch_tpot"))),
@@ -311,6 +338,10 @@ def presentation(result: Result) -> list[Result]:
         items.append((f"{kind.upper()} mean / p50 / p90 / p99" + (f" (SLO {row[f'{kind}_slo']})" if row[f"{kind}_slo"] else ""),
                       " / ".join(format_seconds(row[f"{kind}_{s}_s"]) if row[f"{kind}_{s}_s"] is not None else "—"
                                  for s in ("mean", "p50", "p90", "p99"))))
+    if row.get("fleet_cost_per_hour") is not None:
+        items.append(("cost: fleet per hour / per million output tokens (at --gpu-cost "
+                      f"{row['gpu_cost_per_gpu_hour']:g} per GPU-hour)",
+                      f"{row['fleet_cost_per_hour']:,.4g} / {row['cost_per_million_output_tokens']:,.4g}"))
     binding = BINDING_TEXT.get(row["binding_constraint"], row["binding_constraint"])
     items.append(("binding constraint", binding + (f"; {row['binding_detail']}" if row.get("binding_detail") else "")))
     items.append(("feasible", "yes" if row["feasible"] else f"no: {row['reason']}"))

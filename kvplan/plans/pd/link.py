@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.cards.loader import load_hardware, load_system
+from kvplan.cards.loader import load_hardware, load_system, system_names, usual_system
 from kvplan.cards.schema import HardwareCard, Link, SystemCard
 from kvplan.errors import InputError, MissingFigureError, UnknownCardError
 
@@ -35,10 +35,15 @@ PATH_NAMES = {"scale_up": "scale-up link", "host_link": "host link (PCIe)", "nic
 
 @dataclass(frozen=True)
 class Side:
-    """One pool's accelerator and the system (node / supernode) it sits in, if known."""
+    """One pool's accelerator and the system (node / supernode) it sits in, if known.
+
+    ``assumed``: the note saying which system was assumed when none was given (the hardware
+    card's ``usual_system``), or what was assumed without one.
+    """
 
     hardware: HardwareCard
     system: SystemCard | None = None
+    assumed: str | None = None
 
     @property
     def name(self) -> str:
@@ -99,8 +104,13 @@ class PathLink:
         return dataclasses.replace(self, line_rate_bytes_per_s=self.line_rate_bytes_per_s * factor)
 
 
-def load_side(hardware: str | HardwareCard, system: str | SystemCard | None, cards: tuple[Path, ...]) -> Side:
-    """A hardware card (or a system card given in its place) and the optional system around it."""
+def load_side(hardware: str | HardwareCard, system: str | SystemCard | None, cards: tuple[Path, ...],
+              default_system: bool = False) -> Side:
+    """A hardware card (or a system card given in its place) and the system around it.
+
+    Without a system, ``default_system`` assumes the hardware card's ``usual_system`` (multi-node
+    by default: nodes of that system joined by its NIC), and says so in ``Side.assumed``.
+    """
     sys_card = system if isinstance(system, SystemCard) or system is None else load_system(system, cards)
     if isinstance(hardware, HardwareCard):
         hw = hardware
@@ -117,7 +127,10 @@ def load_side(hardware: str | HardwareCard, system: str | SystemCard | None, car
     if sys_card is not None and sys_card.accelerator != hw.name:
         raise InputError(f"system '{sys_card.name}' holds {sys_card.accelerator}, not {hw.name}",
                          f"pass --system with a system card of {hw.name}, or drop it")
-    return Side(hw, sys_card)
+    assumed = None
+    if sys_card is None and default_system:
+        sys_card, assumed = usual_system(hw, cards)
+    return Side(hw, sys_card, assumed)
 
 
 def same_place(prefill: Side, decode: Side) -> bool:
@@ -165,11 +178,15 @@ def resolve_link(kind: str, prefill: Side, decode: Side, override: LinkOverride 
     else:
         for side, link in links:
             if link is None:
+                with_link = system_names(accelerator=side.hardware.name, with_nic=True) if kind == "nic" else []
+                shipped = (f", or pass --system {' or '.join(with_link)} (a shipped system card with a NIC)"
+                           if with_link else ", or pass a system card with a NIC as --system or --decode-system "
+                           f"(shipped: {', '.join(system_names(with_nic=True))})" if kind == "nic" else "")
                 raise MissingFigureError(
                     f"{side.name} has no {kind} link: the P→D KV transfer over the {PATH_NAMES[kind]} needs "
                     f"its bandwidth ({_card_file(side)}: {kind}.bandwidth_bytes_per_s)",
                     "add the link with its source to the card, pass --link-bandwidth (e.g. 50GB/s per GPU), "
-                    "or choose another --placement")
+                    f"choose another --placement{shipped}")
         effective = [lk.bandwidth_bytes_per_s * lk.count * (lk.efficiency or 1.0) for _, lk in links]
         slow = min(range(len(links)), key=lambda i: effective[i])
         side, link = links[slow]

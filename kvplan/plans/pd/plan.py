@@ -181,10 +181,11 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     if longest > card.max_context:
         late_notes.append(f"the longest requests (up to {longest:,.0f} tokens) exceed {card.name}'s max_context "
                           f"({card.max_context:,}); planned as given")
-    p_side = load_side(hardware, system, cards)
-    d_side = load_side(decode_hardware, decode_system or (system if decode_hardware is None else None), cards) \
+    p_side = load_side(hardware, system, cards, default_system=True)
+    d_side = load_side(decode_hardware, decode_system or (system if decode_hardware is None else None), cards,
+                       default_system=True) \
         if decode_hardware is not None or decode_system is not None else p_side
-    notes: list[str] = []
+    notes: list[str] = list(dict.fromkeys(side.assumed for side in (p_side, d_side) if side.assumed))
     pools, resolved = [], {}  # resolved: (side, tp) -> Deployment, shared by both pools on one side
     for side, tps, what in ((p_side, prefill_tp, "prefill"), (d_side, decode_tp, "decode")):
         pools.append(_pool(card, side, list(tps), settings, what, longest, notes, resolved))

@@ -87,6 +87,30 @@ class EngineMemory:
         return self.num_blocks * self.block_bytes_per_gpu
 
 
+def _reserve_terms(profile, tp: int, uses_profiling: bool, overrides: Overrides, notes: list) -> tuple[float, float]:
+    """Non-torch and CUDA-graph memory: the given figures, else 0, each assumed term said as a note.
+
+    Public vLLM start-up logs put these terms at: non-torch 0.10 GiB (A100-40GB, issue #12330),
+    0.35 GiB (RTX 3090, issue #10517), 1.79 GiB at tp 1 and 3.58 GiB per GPU at tp 2 (H100, PR #10511);
+    estimated CUDA-graph memory 0.36 GiB (gpustack/runner PR #251) to 4.30 GiB (vllm PR #37296).
+    """
+    non_torch, cudagraph = overrides.non_torch_bytes, overrides.cudagraph_bytes
+    if non_torch is None:
+        non_torch = 0.0
+        if profile.name == "vllm":
+            notes.append(f"vllm tp={tp}: non-torch memory (NCCL, CUDA context) assumed 0; vLLM logs show 0.10–1.79 GiB "
+                         "at tp 1 and 3.58 GiB per GPU at tp 2 (issue #12330, PR #10511): pass --non-torch-memory")
+        elif uses_profiling:
+            notes.append(f"{profile.name} tp={tp}: non-torch memory assumed 0 (pass --non-torch-memory)")
+    if cudagraph is None:
+        cudagraph = 0.0
+        if profile.name == "vllm":
+            notes.append("vllm: CUDA-graph memory assumed 0, as vLLM before v0.21 budgets it (graphs live in the "
+                         "1 − util headroom); v0.21 and later profile it (\"Estimated CUDA graph memory\" 0.36 GiB in "
+                         "gpustack/runner PR #251, 4.30 GiB in vllm PR #37296): pass --cudagraph-memory")
+    return non_torch, cudagraph
+
+
 def engine_memory(card: ModelCard, profile, layout, gpu_bytes: float, utilization: float, *,
                   weights_dtype: str = "auto", max_num_batched_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
                   max_num_seqs: int = 256, overrides: Overrides = Overrides(),
@@ -107,11 +131,15 @@ def engine_memory(card: ModelCard, profile, layout, gpu_bytes: float, utilizatio
     activation = overrides.activation_bytes
     if activation is None:
         activation = activation_peak_bytes(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile)) if uses_profiling else 0.0
-        if uses_profiling:
+        if uses_profiling and eng == "vllm":
+            notes.append(f"{eng} tp={t}: activation peak estimated at {format_bytes(activation)} for {mnbt} batched "
+                         "tokens (closed form; vLLM logged 1.26 GiB for Llama-3-8B at 8,192 tokens where this gives "
+                         "0.90, PR #10511, and V0 v0.6 9.37 GiB, issue #12330): pass --activation-memory with the "
+                         "engine's logged figure")
+        elif uses_profiling:
             notes.append(f"{eng} tp={t}: activation peak estimated at {format_bytes(activation)} for "
                          f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")
-    non_torch = overrides.non_torch_bytes or 0.0
-    cudagraph = overrides.cudagraph_bytes or 0.0
+    non_torch, cudagraph = _reserve_terms(profile, t, uses_profiling, overrides, notes)
     if overrides.kv_cache_memory_bytes is not None:
         kv_bytes, rule = float(overrides.kv_cache_memory_bytes), "given (--kv-cache-memory)"
     else:

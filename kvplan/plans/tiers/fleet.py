@@ -138,8 +138,14 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
 
 
 def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, ttft_slo: str | None,
-                     tpot_slo: str | None, mean_prefill_s: float) -> tuple[Fleet, list[str]]:
-    """``kvplan plan``'s fleet for the tier plan's deployment and workload, on whole nodes of the system."""
+                     tpot_slo: str | None, mean_prefill_s: float, fits=None) -> tuple[Fleet, list[str]]:
+    """``kvplan plan``'s fleet for the tier plan's deployment and workload, on whole nodes of the system.
+
+    Without ``nodes``, and given ``fits`` (the active decode KV fits HBM), nodes are added until it
+    does: vLLM and SGLang keep every running sequence's KV in HBM and preempt when the pool is full;
+    they do not stream decode KV from host memory, so a fleet whose hot path spills is not one they
+    run. With ``nodes`` given, a spill is the what-if the tier plan prices (its TPOT penalty).
+    """
     tp = dep.tp
     if accelerators_per_node % tp:
         raise InputError(f"--tp {tp} does not divide the system's {accelerators_per_node} accelerators",
@@ -158,16 +164,26 @@ def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, 
             raise InfeasibleError(f"no aggregated fleet serves the workload: {plan.reason}",
                                   plan.hint or "lower the rate, relax the SLOs or add --nodes")
         nodes = max(1, math.ceil(plan.instances / per_node))
-    instances = nodes * per_node
-    point = plan.point if plan.instances == instances else plan.setup["model"].evaluate(instances)
-    if not (point.prefill_utilization < 1 and math.isfinite(point.tpot["mean"])):
-        raise InfeasibleError(
-            f"{nodes} node(s) of {per_node} instance(s) cannot keep up with {workload.rate_per_s:.3g} req/s "
-            f"(prefill utilisation {point.prefill_utilization:.0%} per instance)", "add --nodes, or omit it to size the fleet")
+    def at(n: int) -> Fleet:
+        instances = n * per_node
+        point = plan.point if plan.instances == instances else plan.setup["model"].evaluate(instances)
+        if not (point.prefill_utilization < 1 and math.isfinite(point.tpot["mean"])):
+            raise InfeasibleError(
+                f"{n} node(s) of {per_node} instance(s) cannot keep up with {workload.rate_per_s:.3g} req/s "
+                f"(prefill utilisation {point.prefill_utilization:.0%} per instance)",
+                "add --nodes, or omit it to size the fleet")
+        return Fleet(n, accelerators_per_node, tp, instances, workload.rate_per_s, mean_prefill_s,
+                     float(point.prefill_utilization), float(point.batch_mean), float(point.step_s),
+                     float(point.tpot["mean"]), float(workload.lengths.decode_context), given is None, plan.instances)
+
+    fleet = at(nodes)
+    first = nodes
+    while given is None and fits is not None and not fits(fleet) and fleet.nodes < MAX_NODES:
+        fleet = at(fleet.nodes + 1)
     notes = [f"fleet: kvplan plan's aggregated fleet ({plan.instances} instance(s) of tp={tp}"
-             + (f", binding {plan.binding_constraint}" if plan.instances else "") + f") on {nodes} whole node(s) of "
+             + (f", binding {plan.binding_constraint}" if plan.instances else "") + f") on {first} whole node(s) of "
              f"{per_node} instance(s)", *plan.assumptions]
-    fleet = Fleet(nodes, accelerators_per_node, tp, instances, workload.rate_per_s, mean_prefill_s,
-                  float(point.prefill_utilization), float(point.batch_mean), float(point.step_s),
-                  float(point.tpot["mean"]), float(workload.lengths.decode_context), given is None, plan.instances)
+    if fleet.nodes > first:
+        notes.append(f"fleet grown to {fleet.nodes} nodes so that the p99 decode batch's KV fits HBM "
+                     f"({first} would spill it)")
     return fleet, notes

@@ -133,13 +133,23 @@ def tier_plan(
     def context_saved(n):
         return tiering.context_recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm)
 
+    hbm_nodes = None
     if decode_batch is not None:  # a what-if: B sequences held per instance, only ρ_p < 1 required
         fleet = size_fleet(cost, machine, tp=tp, accelerators_per_node=dep.accelerators_per_node,
                            rate_per_s=reuse.rate_per_s, isl_samples=isl, osl_mean=float(osl.mean()), nodes=nodes,
                            decode_batch=decode_batch, overlap_comm=overlap_comm)
     else:
+        def fits_hbm(f: Fleet) -> bool:
+            """The hot path stays in HBM: the p99 of an instance's decode batch KV fits the engine's budget."""
+            return _active_decode_kv(cost, f, isl, osl, tp, seed)[1][1] <= budget
+
         fleet, fleet_notes = aggregated_fleet(resolved, reuse, dep.accelerators_per_node, nodes, ttft_slo, tpot_slo,
-                                              float(np.mean(recompute(isl))))
+                                              float(np.mean(recompute(isl))), fits=fits_hbm)
+        if nodes is not None and not fits_hbm(fleet):
+            hbm_nodes = aggregated_fleet(resolved, reuse, dep.accelerators_per_node, None, ttft_slo, tpot_slo,
+                                         float(np.mean(recompute(isl))), fits=fits_hbm)[0].nodes
+        else:
+            hbm_nodes = fleet.nodes
         notes += fleet_notes
     tiers, tier_notes = resolve_tiers(hw, dep.system, fleet.nodes, tiers_file=tiers_file, overrides=overrides)
     notes += tier_notes
@@ -198,6 +208,7 @@ def tier_plan(
     summary = _summary(reuse, fleet, budget, active_mean, batch_totals, penalty_q, spilled, tiers, cum_hit,
                        saved_q, gpu_s_saved, prefill_gpu_s, isl_q, recompute, cumulative_tokens, bpt, tp)
     summary["cached_prefix_fraction"] = float(cached[-1].sum() / isl.sum()) if isl.sum() > 0 else 0.0
+    summary["nodes_min_hbm"] = hbm_nodes
     pd_explain: list[str] = []
     if pd:
         fields, pd_notes, pd_explain = pd_feedback(
@@ -419,8 +430,10 @@ def _verdict(summary, tiers, spilled, budget, active_mean, cum_hit) -> tuple[str
         return (f"active decode KV ({format_bytes(active_mean)} per GPU) does not fit in HBM "
                 f"({format_bytes(budget)}): every decode step reads {where}, TPOT +"
                 f"{format_seconds(summary['tpot_penalty_p50_s'])} (p99 +{format_seconds(summary['tpot_penalty_p99_s'])}). "
-                "The hot path belongs in HBM: add nodes, raise tp or use fp8 KV; slower tiers are for cold state.",
-                True)
+                "A what-if: vLLM and SGLang preempt rather than stream decode KV from host memory. The hot path "
+                "belongs in HBM: " + (f"{summary['nodes_min_hbm']} nodes keep it there (omit --nodes to plan them), "
+                                      if summary.get("nodes_min_hbm") else "add nodes, ")
+                + "raise tp or use fp8 KV; slower tiers are for cold state.", True)
     text = (f"active decode KV fits in HBM ({format_bytes(active_mean)} of {format_bytes(budget)} per GPU): the hot "
             f"path stays in HBM; the tiers hold the prefix/session cache and hit {cum_hit[-1]:.2%} of prompt blocks "
             f"(unlimited cache: {summary['unlimited_hit_rate']:.2%}), saving "

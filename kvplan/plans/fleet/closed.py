@@ -1,0 +1,129 @@
+"""Closed-loop mode (``kvplan plan --concurrency N``): a fixed number of requests in flight, as benchmarks run.
+
+``vllm bench serve --max-concurrency C``, genai-perf / AIPerf concurrency sweeps and NIM's tables
+keep C requests in flight: each new request is sent the moment one finishes. kvplan replays that
+through the discrete-event simulator in closed mode (:mod:`kvplan.sim.engine`, ``concurrency``):
+N instances of the deployment (JSQ router), continuous batching up to ``max_num_seqs``, chunked
+prefill at ``max_num_batched_tokens`` interleaved with the decoders (the interference a running
+batch feels when a new prompt is admitted), step times from the roofline
+(:func:`kvplan.calc.roofline.forward_pass`, tabulated by :mod:`kvplan.sim.steps`).
+
+Per C it reports what a benchmark prints:
+
+    TTFT p50 / p90 / p99          first token − send time
+    TPOT p50 / p90 / p99          (finish − first token) / (OSL − 1) per request (OSL >= 2)
+    ITL mean                      token-weighted mean gap between output tokens = Σ (finish − first) / Σ (OSL − 1)
+    output_tokens_per_s           Σ output tokens / duration (first send to last finish), as bench serve
+    output_tokens_per_s_per_gpu   … / (N × GPUs per instance)
+    request_throughput_per_s      requests / duration
+
+A closed loop is its own Little's law: C = X × (E[TTFT] + E[decode time]), X the request
+throughput; the rows carry ``littles_law_concurrency`` = X × mean time in system as a check.
+Prompt and output lengths are the workload's (flags: sampled; a benchmark's random dataset with
+range ratio 1 is fixed lengths). Percentiles of ITL per token are not modelled (a request's
+tokens are taken as evenly spaced between its first and last).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kvplan.errors import InputError
+
+STATS = ("p50", "p90", "p99")
+
+
+def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None) -> dict:
+    """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring)."""
+    from kvplan.sim import SimConfig, build_step_model, simulate
+
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise InputError(f"--concurrency values must be whole numbers >= 1 (got {concurrency})", "e.g. 1,8,32,128")
+    if not isinstance(instances, int) or instances < 1:
+        raise InputError(f"--instances must be a whole number >= 1 (got {instances})", "instances of the deployment")
+    if dep.pool.empty:
+        raise InputError(f"{dep.model.name} leaves no KV memory on {dep.hardware.name} at tp={dep.tp}, pp={dep.pp}",
+                         "raise --tp or --pp, or quantise the weights (--weights-dtype fp8)")
+    n = requests or int(min(max(10 * concurrency, 500), 5000))
+    isl = np.asarray(isl, dtype=np.int64)[:n]
+    osl = np.asarray(osl, dtype=np.int64)[:n]
+    n = isl.size
+    s = dep.engine
+    cap = s.max_num_seqs
+    context = np.maximum(isl, 1) + np.maximum(osl, 1)
+    steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
+                             float(np.mean(isl + osl / 2)))
+    kv = dep.layout.sequence_bytes(context, per_gpu=True)
+    config = SimConfig(instances=instances, max_batch=cap, chunk_tokens=s.chunk_tokens,
+                       kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
+                       concurrency=concurrency)
+    sim = simulate(np.zeros(n), isl, osl, kv, steps, config)
+    gpus = instances * dep.gpus
+    duration = sim.makespan_s
+    done_osl = osl[: sim.measured] if sim.measured == n else osl
+    tokens = float(np.maximum(done_osl, 1).sum())
+    decoding = np.maximum(osl, 1) >= 2
+    itl = (float(np.sum(sim.tpot_s * (np.maximum(osl[decoding], 1) - 1)) / np.sum(np.maximum(osl[decoding], 1) - 1))
+           if sim.tpot_s.size else None)
+    row = {"kind": "closed_loop", "concurrency": concurrency, "instances": instances, "tp": dep.tp, "pp": dep.pp,
+           "gpus": gpus, "requests": n, "rejected": sim.rejected}
+    for kind, values in (("ttft", sim.ttft_s), ("tpot", sim.tpot_s)):
+        row[f"{kind}_mean_s"] = float(values.mean()) if values.size else None
+        for stat in STATS:
+            row[f"{kind}_{stat}_s"] = float(np.percentile(values, float(stat[1:]))) if values.size else None
+    row["itl_mean_s"] = itl
+    row["output_tokens_per_s"] = tokens / duration if duration > 0 else None
+    row["output_tokens_per_s_per_gpu"] = row["output_tokens_per_s"] / gpus if row["output_tokens_per_s"] else None
+    row["request_throughput_per_s"] = sim.measured / duration if duration > 0 else None
+    row["littles_law_concurrency"] = (row["request_throughput_per_s"] * float(sim.e2e_s.mean())
+                                      if sim.e2e_s.size and row["request_throughput_per_s"] else None)
+    row["sim_batch_mean"] = float(sim.mean_batch)
+    return row
+
+
+CLOSED_COLUMNS = ["concurrency", "instances", "tp", "gpus", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
+                  "tpot_p90_s", "tpot_p99_s", "itl_mean_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+                  "request_throughput_per_s"]
+
+
+def closed_loop_result(model, hardware, workload, concurrency, *, instances: int = 1, tps=None, pps=None,
+                       engine=None, system=None, requests: int | None = None, seed: int = 0, cards=()):
+    """``kvplan plan --concurrency C1,C2,…``: one closed-loop row per C (module docstring) as a Result.
+
+    The deployment is the given TP (one value), else the smallest TP in {1, 2, 4, 8} (within the
+    scale-up domain) whose KV pool holds the workload's longest request.
+    """
+    from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
+    from kvplan.result import Result
+
+    engine = engine or EngineSettings()
+    pp = int(pps[0]) if pps else 1
+    choices = list(tps) if tps else [1, 2, 4, 8]
+    notes, dep = [], None
+    longest = float(workload.lengths.context_max)
+    for tp in choices:
+        try:
+            candidate = resolve(model, hardware, system=system, engine=engine, parallel=Parallelism(int(tp), pp),
+                                cards=cards)
+        except InputError:
+            if len(choices) == 1:
+                raise
+            continue
+        fits = not candidate.pool.empty and float(candidate.layout.sequence_bytes(longest, per_gpu=True)) <= \
+            candidate.pool.bytes_per_gpu
+        if fits or tp == choices[-1]:
+            dep = candidate
+            if len(choices) > 1:
+                notes.append(f"closed loop on tp={tp}: the smallest of {', '.join(map(str, choices))} whose KV pool "
+                             "holds the longest request (pass --tp to choose)")
+            break
+    if dep is None:
+        raise InputError(f"no usable TP among {', '.join(map(str, choices))}", "pass --tp")
+    sample = workload.replay(requests or 5000, seed)
+    rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests) for c in concurrency]
+    notes = [*dep.notes, *dep.machine_notes, *notes,
+             f"closed loop: C requests in flight, the next sent when one ends (vllm bench serve --max-concurrency); "
+             f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "") + ", JSQ router; "
+             "the arrival rate is not used", f"workload: {workload.description}"]
+    title = f"Closed loop: {dep.model.name} on {dep.name}, tp={dep.tp}, {engine.engine}, {instances} instance(s)"
+    return Result(title=title, rows=rows, columns=CLOSED_COLUMNS, assumptions=list(dict.fromkeys(notes)))
