@@ -19,7 +19,6 @@ import typer
 from typer.exceptions import TyperException
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.outputs import OutputSet
 from kvplan.report.render import FORMATS, render, terminal_width
 from kvplan.result import Result
 from kvplan.textsafe import one_line
@@ -245,8 +244,10 @@ def output_format(fmt: str | None, output: Path | None, formats=FORMATS) -> str:
     return fmt
 
 
-def emit_text(text: str, output: Path | None, extra: OutputSet | None = None) -> None:
+def emit_text(text: str, output: Path | None, extra: "OutputSet | None" = None) -> None:
     """``text`` to stdout, or to ``-o`` together with the command's other files (all or none)."""
+    from kvplan.outputs import OutputSet  # only when something may be written
+
     outputs = extra if extra is not None else OutputSet()
     if output is not None:
         outputs.add(output, text)
@@ -259,7 +260,7 @@ def emit_text(text: str, output: Path | None, extra: OutputSet | None = None) ->
 
 
 def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = False,
-         extra: OutputSet | None = None) -> None:
+         extra: "OutputSet | None" = None) -> None:
     """Render ``result`` and print or write it; exit 1 when the result answers 'no'."""
     fmt = output_format(fmt, output)
     emit_text(render(result, fmt, explain=explain, width=terminal_width() if output is None else None), output, extra)
