@@ -29,6 +29,18 @@ class KvplanError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def prefixed(self, prefix: str) -> "KvplanError":
+        """The same error (same class, hint and fields) with ``prefix`` before its message.
+
+        Subclasses take different constructor arguments (``UnknownCardError`` needs its
+        suggestions), so the copy is made without calling ``__init__`` again.
+        """
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.message = f"{prefix}{self.message}"
+        clone.args = (clone.message,)
+        return clone
+
 
 class CardError(KvplanError):
     """A card is malformed, incomplete or cannot be found."""

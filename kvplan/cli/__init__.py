@@ -12,6 +12,7 @@ import sys
 from typing import Annotated
 
 import typer
+from typer.exceptions import TyperException
 
 # command name -> (module, attribute); an attribute ending in "app" is a sub-command group
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -82,6 +83,22 @@ def __getattr__(name: str):
 
 
 def main() -> None:
+    """Run the command line: the error boundary for what Typer itself refuses, and signals.
+
+    Usage errors (an unknown option, a value Typer cannot convert, a missing argument) are
+    printed as one ``Error:`` line and a ``Hint:`` line and exit 2. SIGTERM is turned into an
+    exit (143) that unwinds like Ctrl-C (130), so temporary output files are removed.
+    Under GitHub Actions stdout and stderr are guarded: no user text starts a workflow command.
+    """
+    import signal
+
+    from kvplan.textsafe import guarded
+
+    sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)
+    try:
+        signal.signal(signal.SIGTERM, _terminate)
+    except (ValueError, OSError):  # not the main thread
+        pass
     # pydantic looks up plugins through importlib.metadata (email, socket, …) when the first card model
     # is built: about a tenth of `kvplan size`. The command line uses none; a user's setting stands.
     import os
@@ -89,11 +106,36 @@ def main() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if "--quiet" in sys.argv[2:]:  # `kvplan pd … --quiet` means what `kvplan --quiet pd …` does
         sys.argv = [sys.argv[0], "--quiet"] + [a for a in sys.argv[1:] if a != "--quiet"]
-    if sys.argv[1:2] == ["--quiet"] and len(sys.argv) > 2 and sys.argv[2] in COMMANDS:
-        build_app([sys.argv[2]])(prog_name="kvplan")
-        return
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-    if first in COMMANDS and sys.argv[1] == first:
-        build_app([first])(prog_name="kvplan")
+    if sys.argv[1:2] == ["--quiet"] and len(sys.argv) > 2 and sys.argv[2] in COMMANDS:
+        app = build_app([sys.argv[2]])
     else:
-        build_app()(prog_name="kvplan")
+        app = build_app([first]) if first in COMMANDS and sys.argv[1] == first else build_app()
+    try:
+        code = app(standalone_mode=False, prog_name="kvplan")
+    except TyperException as exc:
+        code = _usage_error(exc, first if first in COMMANDS else None)
+    except typer.Abort:
+        code = 130
+    except KeyboardInterrupt:
+        code = 130
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _usage_error(exc: Exception, command: str | None) -> int:
+    """Typer's own refusals (usage errors) as 'Error: … / Hint: …', exit 2."""
+    from kvplan.textsafe import one_line
+
+    if type(exc).__name__ == "NoArgsIsHelpError" and getattr(exc, "ctx", None) is not None:
+        sys.stdout.write(exc.ctx.get_help() + "\n")
+        return 0
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    where = f"kvplan {command} --help" if command else "kvplan --help"
+    sys.stderr.write(f"Error: {one_line(message)}\nHint: see '{where}'\n")
+    return 2

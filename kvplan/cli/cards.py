@@ -10,9 +10,8 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
-from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text, fail, handle_errors
 from kvplan.errors import CardError
-from kvplan.report.render import write_atomic
 
 app = typer.Typer(help="List, show, validate and import model, hardware and system cards.", no_args_is_help=True)
 
@@ -21,7 +20,7 @@ app = typer.Typer(help="List, show, validate and import model, hardware and syst
 @handle_errors
 def list_command(
     kind: Annotated[str, typer.Argument(help="model, hardware or system.")] = "model",
-    fmt: FormatOpt = "table", output: OutputOpt = None, cards: CardsOpt = None,
+    fmt: FormatOpt = None, output: OutputOpt = None, cards: CardsOpt = None,
 ) -> None:
     """List the cards kvplan can see (shipped, KVPLAN_CARDS_PATH, --cards)."""
     from kvplan.plans.catalog import list_cards
@@ -52,7 +51,7 @@ def show_command(
 @handle_errors
 def validate_command(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="Card files or directories (default: all).")] = None,
-    fmt: FormatOpt = "table", cards: CardsOpt = None,
+    fmt: FormatOpt = None, cards: CardsOpt = None,
 ) -> None:
     """Validate cards against the schema; exit 2 if any is invalid."""
     from kvplan.plans.catalog import validate_paths
@@ -61,7 +60,10 @@ def validate_command(
     try:
         emit(result, fmt, None)
     except typer.Exit:
-        raise typer.Exit(2) from None
+        bad = [r for r in result.rows if not r["valid"]]
+        first = bad[0] if bad else {"file": "?", "problem": "?"}
+        fail(f"{len(bad)} of {len(result.rows)} card(s) invalid; first: {first['problem']}",
+             "fix the fields named in the table above, then run 'kvplan cards validate' again")
 
 
 @app.command("import")
@@ -74,9 +76,4 @@ def import_command(
     """Turn a Hugging Face config.json into a model card (YAML)."""
     from kvplan.plans.catalog import import_config
 
-    text = import_config(config, name)
-    if output is not None:
-        write_atomic(output, text)
-        typer.echo(f"Wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    emit_text(import_config(config, name), output)

@@ -57,7 +57,7 @@ def fit_command(
         "--from-vllm", help="Read model and settings from a 'vllm serve MODEL …' command line; kvplan flags given "
         "here override it.")] = None,
     hardware_opt: Annotated[Optional[str], typer.Option("--hardware", help="Hardware card (instead of the argument).")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
+                                StepOverheadOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
 from kvplan.cli.workload import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError
@@ -80,7 +81,7 @@ def pd_command(
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
     allow_long_context: Annotated[bool, typer.Option(
         "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
@@ -103,6 +104,7 @@ def pd_command(
         settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
         allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
+    fmt = output_format(fmt, output)
     if not result.failed:
         emit(result, fmt, output, explain)
         return

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
-from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, SystemOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
+                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
@@ -75,7 +76,7 @@ def plan_command(
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed for sampled workloads.")] = 0,
     allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow contexts beyond the card's max.")] = False,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
@@ -113,6 +114,7 @@ def plan_command(
         result.assumptions.insert(0, f"skipped {len(skipped)} malformed row{'s' if len(skipped) > 1 else ''} (lines {shown})")
     failed, reason = result.failed, result.verdict
     result.failed, result.verdict = False, None
+    fmt = output_format(fmt, output)
     if fmt in ("table", "markdown"):
         emit_tables(result, presentation(result), fmt, output, explain)
     else:

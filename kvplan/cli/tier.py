@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
+                                OutputOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
+from kvplan.outputs import OutputSet, check_target
 from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
 from kvplan.errors import InputError
 from kvplan.plans.tiers.inputs import CapacityOverrides
@@ -66,12 +68,17 @@ def tier_command(
     tpot_slo: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO for the PD feedback, e.g. 'p99<=100ms'.")] = None,
     no_pd: Annotated[bool, typer.Option("--no-pd", help="Skip the PD feedback (plan_pd with and without the cache).")] = False,
     chart: Annotated[Optional[Path], typer.Option("--chart", help="Write the hit-rate curve with tier boundaries (PNG).")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
 ) -> None:
     """Tier placement: capacity, content, hit rate, break-even and savings per tier, and the hot path's TPOT."""
+    fmt = output_format(fmt, output)
+    if chart is not None:
+        check_target(chart, "--chart")
+    if output is not None:
+        check_target(output)
     flags = any(v is not None for v in (rate, isl, osl))
     if rag_docs is not None and trace is not None:
         raise InputError("--rag-docs describes a flag workload; a trace carries its own reuse")
@@ -99,14 +106,14 @@ def tier_command(
                      tiers_file=tiers, overrides=overrides,
                      efficiencies=efficiencies(eta_mem, eta_flops), overlap_comm=overlap_comm,
                      seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards))
+    extra = OutputSet()
     if chart is not None:
-        hit_rate_chart(chart, plan.curve_tokens, plan.curve_hit_rate, plan.boundaries, plan.unlimited_hit_rate,
-                       plan.result.title)
-        typer.echo(f"Wrote {chart}", err=True)
+        extra.add(chart, hit_rate_chart(plan.curve_tokens, plan.curve_hit_rate, plan.boundaries,
+                                        plan.unlimited_hit_rate, plan.result.title), what="--chart")
     result = plan.result
     if fmt in ("table", "markdown"):
-        emit_tables(result, presentation(result), fmt, output, explain)
+        emit_tables(result, presentation(result), fmt, output, explain, extra)
         if result.failed:
             raise typer.Exit(1)
     else:
-        emit(result, fmt, output, explain)
+        emit(result, fmt, output, explain, extra)
