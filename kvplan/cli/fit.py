@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit,
-                                handle_errors, note, resolve_weights_dtype)
+                                DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit, note, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
 from kvplan.plans.sizing.fit import Overrides, fit
@@ -22,7 +21,6 @@ def _bytes(text: str | None) -> float | None:
 ByteOpt = Optional[str]
 
 
-@handle_errors
 def fit_command(
     model: Annotated[Optional[str], typer.Argument(
         help="Card name, Hugging Face repo id, card file or config.json (omit with --from-vllm).")] = None,

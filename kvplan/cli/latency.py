@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
-                                emit, handle_errors)
+                                emit)
 from kvplan.errors import InputError
 from kvplan.plans.sizing.calibrate import calibrate
 from kvplan.plans.sizing.latency import Speculation, latency
@@ -29,7 +29,6 @@ def parse_counts(text: str, what: str) -> list[int]:
     return parse_list(text, lambda item: parse_tokens(item, allow_zero=True), what=what)
 
 
-@handle_errors
 def latency_command(
     model: ModelArg,
     hardware: HardwareArg,
@@ -99,7 +98,6 @@ def latency_command(
     emit(result, fmt, output, explain)
 
 
-@handle_errors
 def calibrate_command(
     model: ModelArg,
     hardware: HardwareArg,

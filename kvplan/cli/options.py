@@ -2,12 +2,12 @@
 
 Data goes to stdout (or ``-o FILE``, written whole or not at all); notes and errors go to
 stderr. Errors a user can fix print ``Error: …`` and ``Hint: …`` and exit 2; a result that
-answers "no" (does not fit, a failed check, an infeasible plan) exits 1.
+answers "no" (does not fit, a failed check, an infeasible plan) exits 1. Both happen in one
+place, the error boundary in ``kvplan.cli``: commands raise, they never exit themselves.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
@@ -16,9 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from typer.exceptions import TyperException
-
-from kvplan.errors import InputError, KvplanError
+from kvplan.errors import AnswerNo, InputError
 from kvplan.report.render import FORMATS, render, terminal_width
 from kvplan.result import Result
 from kvplan.textsafe import one_line
@@ -49,13 +47,12 @@ def engine_names(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    from kvplan.engines import canonical_engine
+    from kvplan.engines import ENGINE_ALIASES, PROFILES
 
     def one(name: str) -> str:
-        try:
-            return canonical_engine(name)
-        except KvplanError:
-            return name
+        key = name.strip().lower()
+        key = ENGINE_ALIASES.get(key, key)
+        return key if key in PROFILES else name
 
     return ",".join(one(name) for name in text.split(","))
 
@@ -101,17 +98,6 @@ SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]
 StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
-
-
-DEFAULT_HINT = "run the command with --help to see what it accepts"
-DEBUG_HINT = "this is a bug in kvplan: rerun with KVPLAN_DEBUG=1 for the traceback and report it"
-
-
-def fail(message: str, hint: str | None, code: int = 2) -> None:
-    """Print ``Error: …`` and ``Hint: …`` (each one line, user text escaped) and exit with ``code``."""
-    typer.echo(f"Error: {one_line(message, 2000)}", err=True)
-    typer.echo(f"Hint: {one_line(hint or DEFAULT_HINT, 3000)}", err=True)
-    raise typer.Exit(code)
 
 
 _QUIET = {"on": False}
@@ -195,43 +181,6 @@ def _range_message(name: str, flag: str, value, low, high, closed) -> tuple[str,
     return f"{flag} must be > {low:g} (got {value})", f"pass a value > {low:g}, at most {high:,g}"
 
 
-def handle_errors(func):
-    """The CLI's error boundary: no traceback reaches the user, and nothing but 'no' exits 1.
-
-    - ``KvplanError``: ``Error: …`` / ``Hint: …`` on stderr, its exit code (1 only for an
-      infeasible answer, else 2).
-    - an input too deep or too large for the interpreter (RecursionError, MemoryError,
-      OverflowError): exit 2 with a hint to make it smaller.
-    - anything else is a bug: ``Error: internal error: …`` and exit 2, never 1 (1 is "the
-      answer is no"). ``KVPLAN_DEBUG=1`` lets the traceback through instead.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        debug = os.environ.get("KVPLAN_DEBUG") == "1"
-        try:
-            check_flag_values(kwargs)
-            return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort, TyperException):
-            raise
-        except KvplanError as exc:
-            if debug:
-                raise
-            fail(exc.message, exc.hint, exc.exit_code)
-        except (RecursionError, MemoryError, OverflowError) as exc:
-            if debug:
-                raise
-            what = ("is nested too deeply" if isinstance(exc, RecursionError) else
-                    "is too large for memory" if isinstance(exc, MemoryError) else "holds a number too large")
-            fail(f"an input {what} ({type(exc).__name__})", "make the input smaller or simpler")
-        except Exception as exc:
-            if debug:
-                raise
-            fail(f"internal error: {type(exc).__name__}: {exc}", DEBUG_HINT)
-
-    return wrapper
-
-
 EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}
 
 
@@ -272,7 +221,7 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
         if result.verdict and fmt in ("json", "csv"):
             typer.echo(f"Verdict: {one_line(result.verdict, 2000)}", err=True)
     if result.failed:
-        raise typer.Exit(1)
+        raise AnswerNo()
 
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):

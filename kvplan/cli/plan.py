@@ -9,7 +9,7 @@ import typer
 
 from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
+                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
                                  TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
 from kvplan.errors import InfeasibleError
@@ -33,7 +33,6 @@ def _float_list(text: str) -> list[float]:
     return parse_list(text, one, what="--scale")
 
 
-@handle_errors
 def plan_command(
     model: ModelArg,
     hardware: HardwareArg,

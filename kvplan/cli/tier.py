@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
+                                OutputOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.outputs import OutputSet, check_target
 from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
-from kvplan.errors import InputError
+from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.tiers.inputs import CapacityOverrides
 from kvplan.plans.tiers.reuse import from_trace, from_workload, with_rag_documents
 from kvplan.plans.tiers.plan import tier_plan
@@ -27,7 +27,6 @@ def _bytes(text: str | None) -> float | None:
     return None if text is None else float(parse_bytes(text))
 
 
-@handle_errors
 def tier_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     hardware: Annotated[Optional[str], typer.Argument(help="Hardware card (or give --system).")] = None,
@@ -114,6 +113,6 @@ def tier_command(
     if fmt in ("table", "markdown"):
         emit_tables(result, presentation(result), fmt, output, explain, extra)
         if result.failed:
-            raise typer.Exit(1)
+            raise AnswerNo()
     else:
         emit(result, fmt, output, explain, extra)

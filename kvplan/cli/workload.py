@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, emit_text, handle_errors, note, output_format
+from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, emit_text, note, output_format
 from kvplan.errors import InputError
 from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.outputs import OutputSet
@@ -36,7 +36,6 @@ ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time betwe
 SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
 
 
-@handle_errors
 def workload_command(
     trace: Annotated[Optional[Path], typer.Argument(
         help="Trace file: Azure CSV, Mooncake JSONL or a CSV with --columns. Omit it to use workload flags.")] = None,
