@@ -123,7 +123,7 @@ class Boundary(TyperGroup):
             _refuse(f"internal error: {type(exc).__name__}: {exc}", DEBUG_HINT)
 
 
-def _refuse(message: str, hint: str | None, code: int) -> None:
+def _refuse(message: str, hint: str | None, code: int = 2) -> None:
     """``Error: …`` and ``Hint: …`` (each one line, user text escaped), then exit ``code``.
 
     An ``AnswerNo`` has no message (the command's output already says "no"): it only exits.

@@ -39,6 +39,33 @@ KVDtypeOpt = Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help=
 TPOpt = Annotated[str, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed).")]
 PPOpt = Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
 
+# the model and hardware arguments, dtypes and expert parallelism (size, fit, latency, plan, …)
+ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
+HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
+WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
+ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
+EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
+                                    help="Expert-parallel ranks (data-parallel attention, tp 1).")]
+# workloads: synthetic (--qps/--isl/--osl, sessions) or a trace file (workload, plan, pd, tier, route)
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
+ColumnsOpt = Annotated[Optional[str], typer.Option(
+    "--columns", help="Generic CSV columns: timestamp=COL,isl=COL,osl=COL.")]
+TimestampUnitOpt = Annotated[Optional[str], typer.Option(
+    "--timestamp-unit", help="Generic CSV timestamps: s, ms, us, ns or datetime (default s).")]
+SkipBadRowsOpt = Annotated[bool, typer.Option(
+    "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
+CacheTokensOpt = Annotated[Optional[str], typer.Option(
+    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
+IslOpt = Annotated[Optional[str], typer.Option(
+    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
+OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
+ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
+TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
+ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
+SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
+
 
 def engine_names(text: str | None) -> str | None:
     """``--engine`` callback: each comma-separated name in its canonical spelling (vLLM, TRT-LLM, …).

@@ -10,7 +10,7 @@ import typer
 
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
                                 StepOverheadOpt, cards_dirs, efficiencies, emit, output_format)
-from kvplan.cli.workload import TraceFormatOpt
+from kvplan.cli.options import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd

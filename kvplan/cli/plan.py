@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
+from kvplan.cli.options import HardwareArg, ModelArg, WeightsDtypeOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
                                 StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, output_format)
-from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
-                                 TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
+from kvplan.cli.options import ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
 from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo

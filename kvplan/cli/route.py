@@ -9,8 +9,8 @@ import typer
 
 from kvplan.cli.options import (CardsOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt, StepOverheadOpt,
                                 cards_dirs, efficiencies, emit)
-from kvplan.cli.workload import (ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt,
-                                 TurnsOpt, emit_tables)
+from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 

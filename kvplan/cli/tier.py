@@ -10,7 +10,8 @@ import typer
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
                                 OutputOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.outputs import OutputSet, check_target
-from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
+from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
 from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.tiers.inputs import CapacityOverrides
 from kvplan.plans.tiers.reuse import from_trace, from_workload, with_rag_documents
