@@ -97,6 +97,11 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
+    if chart is not None and (concurrency is None or chart.suffix.lower() != ".png"):
+        from kvplan.errors import InputError
+
+        raise InputError(f"--chart {ascii(str(chart))}: the chart is a PNG of a --concurrency sweep",
+                         "e.g. --concurrency 1,8,32,128 --chart curve.png")
     closed = None if concurrency is None else _tps(concurrency, "--concurrency")
     answer = fleet_answer(model, hardware, workload, slos, settings,
                           concurrency=closed, instances=instances, tps=tps, pps=pps,
@@ -105,6 +110,11 @@ def plan_command(
                           allow_long_context=allow_long_context, system=system,
                           gpu_cost=None if closed else parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
     result = answer.result
+    if chart is not None:  # a closed-loop curve (checked above)
+        from kvplan.report.charts import closed_loop_chart
+
+        closed_loop_chart(chart, result.rows, result.title)
+        result.assumptions.append(f"chart written to {chart.name}")
     fmt = output_format(fmt, output)
     if fmt in ("table", "markdown") and not answer.closed:
         emit_tables(result, presentation(result), fmt, output, explain)
