@@ -9,8 +9,10 @@ The hierarchy::
     ├── InputError              a bad flag value, file or trace row
     │   └── UnitError           a size or duration that does not parse ("12x", "-5")
     └── InfeasibleError         a result, not a mistake: nothing fits / no plan meets the SLOs
+        └── AnswerNo            the same, when the command's output already says so (no Error line)
 
-The CLI maps ``InfeasibleError`` to exit code 1 and every other ``KvplanError`` to exit code 2.
+The command line's one error boundary maps ``InfeasibleError`` to exit code 1 and every
+other ``KvplanError`` to exit code 2; nothing else in the CLI exits 1.
 """
 
 from __future__ import annotations
@@ -28,6 +30,18 @@ class KvplanError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def prefixed(self, prefix: str) -> "KvplanError":
+        """The same error (same class, hint and fields) with ``prefix`` before its message.
+
+        Subclasses take different constructor arguments (``UnknownCardError`` needs its
+        suggestions), so the copy is made without calling ``__init__`` again.
+        """
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.message = f"{prefix}{self.message}"
+        clone.args = (clone.message,)
+        return clone
 
 
 class CardError(KvplanError):
@@ -65,3 +79,10 @@ class InfeasibleError(KvplanError):
     """The question has an answer, and the answer is 'no': exit code 1, not a crash."""
 
     exit_code = 1
+
+
+class AnswerNo(InfeasibleError):
+    """The answer is "no" and the output already written says why: exit code 1, no Error/Hint lines."""
+
+    def __init__(self, message: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint)

@@ -5,10 +5,13 @@ Human units live at the edges only:
 
 - token counts: ``128k`` = 131,072 (k = 1024, as in "128k context"), ``1m`` = 1,048,576;
   a plain integer is taken as written (``128000``).
-- byte sizes: ``80GB`` = 80 × 10^9, ``80GiB`` = 80 × 2^30 (decimal and binary are never mixed);
-  a plain number is bytes.
-- durations: ``2s``, ``50ms``, ``800us``; a plain number is seconds.
-- bandwidths: ``900GB/s``, ``400Gbps`` (bits), a plain number is bytes/s.
+- byte sizes: ``80GB`` = 80 × 10^9, ``80GiB`` = 80 × 2^30 (decimal and binary are never mixed),
+  ``4096B`` = 4096 bytes. Typed text needs its unit: ``80`` is refused with "did you mean
+  '80GiB'?" (``--gpu-memory 80`` was once 80 bytes); ``0`` alone is accepted. Numbers in YAML and
+  JSON files (not strings) are taken as bytes.
+- durations: ``2s``, ``50ms``, ``800us``. Typed text needs its unit (``p99<=50`` is refused with
+  "did you mean '50ms'?"); ``0`` alone is accepted; numbers in files are seconds.
+- bandwidths: ``900GB/s``, ``400Gbps`` (bits); typed text needs its unit, file numbers are bytes/s.
 """
 
 from __future__ import annotations
@@ -41,48 +44,72 @@ def _split(text: str, what: str, suffixes: dict) -> tuple[float, str]:
 def _hint(what: str) -> str:
     return {
         "a token count": "write tokens as 8192, 8k or 128k (k = 1024)",
-        "a byte size": "write sizes as 80GB (10^9), 80GiB (2^30) or plain bytes",
+        "a byte size": "write sizes as 80GB (10^9), 80GiB (2^30) or 4096B (bytes)",
         "a duration": "write durations as 2s, 50ms or 800us",
         "a bandwidth": "write bandwidths as 900GB/s, 50GiB/s or 400Gbps",
     }[what]
 
 
-def parse_tokens(text: str | int, *, allow_zero: bool = False) -> int:
-    """``'128k'`` → 131072. Token counts are whole and positive (zero only where allowed)."""
+MAX_BYTES = 1 << 60  # an exbibyte
+MAX_TOKENS = 1 << 32  # 4.3 billion: far beyond any context or batch, and safe in int64 products
+
+
+def parse_tokens(text: str | int, *, allow_zero: bool = False, limit: int = MAX_TOKENS) -> int:
+    """``'128k'`` → 131072. Token counts are whole, positive (zero only where allowed), at most ``limit``."""
     if isinstance(text, int) and not isinstance(text, bool):
+        if abs(text) > limit:
+            raise UnitError(f"token count {str(text)[:40]} is more than the {limit:,} kvplan accepts",
+                            _hint("a token count"))
         value = float(text)
     else:
         number, suffix = _split(str(text), "a token count", _TOKEN_SUFFIX)
         value = number * _TOKEN_SUFFIX[suffix]
     if not math.isfinite(value) or value != int(value):
-        raise UnitError(f"token count '{text}' is not a whole number", _hint("a token count"))
+        raise UnitError(f"token count '{str(text)[:40]}' is not a whole number", _hint("a token count"))
     if value < 0 or (value == 0 and not allow_zero):
         raise UnitError(f"token count must be {'>= 0' if allow_zero else '> 0'} (got {text})",
+                        _hint("a token count"))
+    if value > limit:
+        raise UnitError(f"token count {str(text)[:40]} is more than the {limit:,} kvplan accepts",
                         _hint("a token count"))
     return int(value)
 
 
+def _no_unit(text: str, what: str, suggestions: list[str]) -> UnitError:
+    shown = text.strip()
+    return UnitError(f"{what} '{shown}' has no unit",
+                     f"did you mean {' or '.join(repr(s) for s in suggestions)}? {_hint(what)}")
+
+
 def parse_bytes(text: str | int | float) -> int:
-    """``'80GB'`` → 80e9 bytes, ``'80GiB'`` → 80 × 2^30 bytes."""
+    """``'80GB'`` → 80e9 bytes, ``'80GiB'`` → 80 × 2^30 bytes; ``'80'`` is refused (no unit)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         number, suffix = _split(str(text), "a byte size", _BYTE_SUFFIX)
+        if suffix == "" and number != 0:
+            shown = str(text).strip()
+            raise _no_unit(str(text), "a byte size", [f"{shown}GiB", f"{shown}GB"] if abs(number) < 2**20
+                           else [f"{shown}B"])
         value = number * _BYTE_SUFFIX[suffix]
-    if not math.isfinite(value) or value < 0:
-        raise UnitError(f"byte size must be >= 0 (got {text})", _hint("a byte size"))
+    if not math.isfinite(value) or value < 0 or value > MAX_BYTES:
+        raise UnitError(f"byte size must be >= 0 and at most 2^60 bytes (got {str(text)[:40]})", _hint("a byte size"))
     return int(round(value))
 
 
 def parse_seconds(text: str | int | float) -> float:
-    """``'50ms'`` → 0.05."""
+    """``'50ms'`` → 0.05; ``'50'`` is refused (no unit)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
         number, suffix = _split(str(text), "a duration", _TIME_SUFFIX)
+        if suffix == "" and number != 0:
+            shown = str(text).strip()
+            order = ["ms", "s"] if abs(number) >= 10 else ["s", "ms"]
+            raise _no_unit(str(text), "a duration", [shown + u for u in order])
         value = number * _TIME_SUFFIX[suffix]
-    if not math.isfinite(value) or value < 0:
-        raise UnitError(f"duration must be >= 0 (got {text})", _hint("a duration"))
+    if not math.isfinite(value) or value < 0 or value > 1e9:
+        raise UnitError(f"duration must be >= 0 and finite (got {str(text)[:40]})", _hint("a duration"))
     return value
 
 
@@ -99,6 +126,8 @@ def parse_bandwidth(text: str | int | float) -> float:
             value = number * _BYTE_SUFFIX[suffix] / 8
         else:
             number, suffix = _split(body, "a bandwidth", _BYTE_SUFFIX)
+            if suffix == "" and not raw.endswith("/s"):
+                raise _no_unit(str(text), "a bandwidth", [f"{str(text).strip()}GB/s"])
             value = number * _BYTE_SUFFIX[suffix]
     if not math.isfinite(value) or value <= 0:
         raise UnitError(f"bandwidth must be > 0 (got {text})", _hint("a bandwidth"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import reprlib
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -16,7 +16,7 @@ def describe_validation_error(path: str, error: ValidationError) -> tuple[str, s
     where = ".".join(str(p) for p in first["loc"]) or "(card)"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {got!r})"
+    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {reprlib.repr(got)})"
     more = len(error.errors()) - 1
     hint = f"{more} more problem(s) in this card; run 'kvplan cards validate {path}'" if more else (
         "see 'kvplan cards show' of a shipped card for the expected fields")
@@ -24,17 +24,10 @@ def describe_validation_error(path: str, error: ValidationError) -> tuple[str, s
 
 
 def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"no file at '{path}'", "check the path to config.json") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}", "check the file") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})",
-            "pass a Hugging Face config.json, or a card name",
-        ) from None
+    """A config.json: a regular UTF-8 file of bounded size, finite numbers only (kvplan.inputs)."""
+    from kvplan.inputs import CONFIG_MAX_BYTES, load_json, read_text
+
+    data = load_json(read_text(path, "config.json", CONFIG_MAX_BYTES, missing="no file at '{path}'"), path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a config.json must hold a JSON object", "pass a Hugging Face config.json")
     return data

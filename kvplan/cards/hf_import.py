@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from kvplan.cards.files import describe_validation_error, read_json
 from kvplan.cards.schema import ModelCard
-from kvplan.errors import CardError
+from kvplan.errors import CardError, InputError
 
 # transformers config classes whose tie_word_embeddings defaults to True when the key is absent
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "falcon", "opt", "RefinedWeb", "RefinedWebModel"}
@@ -34,6 +34,9 @@ _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp
 def _first(cfg: dict, *keys, default=None):
     for key in keys:
         if cfg.get(key) is not None:
+            if isinstance(cfg[key], bool):  # true/false where a count or size belongs (bool is an int in Python)
+                raise InputError(f"config.json: {key} is {str(cfg[key]).lower()}, not a number",
+                                 f"{key} must be a whole number")
             return cfg[key]
     return default
 

@@ -15,17 +15,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from kvplan.cards.files import describe_validation_error
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import CardError, InputError, UnknownCardError
+from kvplan.inputs import read_yaml
 
 CardT = TypeVar("CardT", bound=BaseModel)
 KINDS = {"model": ("model_cards", ModelCard), "hardware": ("hardware_cards", HardwareCard),
          "system": ("system_cards", SystemCard)}
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_NAME_CHARS = 200  # longer than any card name or Hugging Face repo id (96 characters)
 
 
 def shipped_dir(kind: str) -> Path:
@@ -49,13 +49,9 @@ def search_dirs(kind: str, extra: list[Path] | tuple[Path, ...] = ()) -> list[Pa
 def parse_card(path: Path, schema: type[CardT]) -> CardT:
     """Read one YAML card; errors name the file and the field."""
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-    except OSError as exc:
-        raise CardError(f"{path}: cannot read: {exc.strerror}", "check the path") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise CardError(f"{path}:{where} is not valid YAML", "fix the syntax; cards are YAML mappings") from None
+        data = read_yaml(path, "card")
+    except InputError as exc:
+        raise CardError(exc.message, exc.hint) from None
     if not isinstance(data, dict):
         raise CardError(f"{path}: a card must be a YAML mapping", "see the shipped cards for examples")
     try:
@@ -72,9 +68,9 @@ def _index(kind: str, dirs: tuple[Path, ...]) -> dict[str, Path]:
         for path in sorted(directory.glob("*.yaml")):
             index[path.stem.lower()] = path
             try:
-                data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-            except (OSError, yaml.YAMLError):
-                continue  # reported when this card itself is asked for
+                data = read_yaml(path, "card")
+            except InputError:
+                continue  # unreadable, binary, too large or not YAML: reported when this card itself is asked for
             if isinstance(data, dict):
                 for alias in [data.get("name"), *(data.get("aliases") or [])]:
                     if isinstance(alias, str):
@@ -94,10 +90,15 @@ def card_files(kind: str, extra: tuple[Path, ...] = ()) -> list[Path]:
 def find_card(kind: str, name: str, extra: tuple[Path, ...] = ()) -> Path:
     dirs = search_dirs(kind, extra)
     key = name.lower()
+    if len(key) > MAX_NAME_CHARS or "\x00" in key:
+        raise UnknownCardError(kind, name[:80] + ("…" if len(name) > 80 else ""), [])
     for directory in dirs:  # fast path: the file named like the card
         candidate = directory / f"{key}.yaml"
-        if candidate.is_file():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:
+            pass
     index = _index(kind, tuple(dirs))
     if key in index:
         return index[key]
@@ -112,10 +113,24 @@ def _load(kind: str, name_or_path: str, extra: tuple[Path, ...]):
     schema = KINDS[kind][1]
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml"):
-        if not path.is_file():
+        if not _is_file(path):
             raise InputError(f"no card file at '{name_or_path}'", "check the path")
         return parse_card(path, schema)
     return parse_card(find_card(kind, name_or_path, extra), schema)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
 
 
 def load_model(name_or_path: str, extra: tuple[Path, ...] = ()) -> ModelCard:
@@ -126,13 +141,13 @@ def load_model(name_or_path: str, extra: tuple[Path, ...] = ()) -> ModelCard:
     resolves to that card with the weights the suffix names (see ``resolve_quantized``).
     """
     path = Path(name_or_path)
-    if path.is_dir():
+    if _is_dir(path):
         config = path / "config.json"
         if not config.is_file():
             raise InputError(f"'{name_or_path}' is a directory without a config.json",
                              "pass a Hugging Face model directory, a config.json, or a card name")
         path = config
-    if path.suffix == ".json" or (path.is_file() and path.suffix not in (".yaml", ".yml")):
+    if path.suffix == ".json" or (_is_file(path) and path.suffix not in (".yaml", ".yml")):
         from kvplan.cards.hf_import import card_from_config_file
 
         return card_from_config_file(path)
@@ -210,8 +225,8 @@ def system_names(extra: tuple[Path, ...] = (), accelerator: str | None = None, w
     out = []
     for path in card_files("system", extra):
         try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-        except (OSError, yaml.YAMLError):
+            data = read_yaml(path, "card")
+        except InputError:
             continue
         if not isinstance(data, dict):
             continue

@@ -20,10 +20,22 @@ FlopsDtype = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4
 LayerKind = Literal["full", "sliding", "mla", "linear", "ssm"]
 
 
-class StrictModel(BaseModel):
-    """Base of every card: forbid unknown keys, freeze values."""
+# Upper bounds, far above any real model or machine, so that a typo or a hostile card is refused
+# before the arithmetic turns it into a memory bomb or an int64 overflow (num_hidden_layers: 10**12).
+MAX_LAYERS = 4096          # the deepest released models have ~130 layers
+MAX_HEADS = 8192
+MAX_DIM = 1 << 20          # head dims, hidden size, intermediate size, state elements
+MAX_TOKENS = 1 << 32       # context, windows (Llama 4 Scout's 10M context is 2^23.3)
+MAX_PARAMS = 10**15
+MAX_VOCAB = 1 << 24
+MAX_EXPERTS = 1 << 16
+MAX_NAME = 120
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+class StrictModel(BaseModel):
+    """Base of every card: forbid unknown keys, freeze values, finite numbers only (no .inf/.nan)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
 
 def _as_list(value):
@@ -33,7 +45,7 @@ def _as_list(value):
 class Card(StrictModel):
     """Fields every card has: a name, where its figures come from, free notes."""
 
-    name: str = Field(pattern=NAME_PATTERN, description="lowercase, hyphenated card name")
+    name: str = Field(pattern=NAME_PATTERN, max_length=MAX_NAME, description="lowercase, hyphenated card name")
     source: list[str] = Field(min_length=1, description="public documents the figures come from")
     field_sources: dict[str, str] = Field(default_factory=dict)
     notes: str | None = None
@@ -77,18 +89,18 @@ class LayerGroup(StrictModel):
     """
 
     kind: LayerKind
-    count: int = Field(gt=0)
-    num_heads: int | None = Field(default=None, gt=0, description="query heads (default: the model's)")
-    num_kv_heads: int | None = Field(default=None, gt=0)
-    head_dim: int | None = Field(default=None, gt=0, description="K head size")
-    v_head_dim: int | None = Field(default=None, gt=0, description="V head size (default: head_dim)")
-    window: int | None = Field(default=None, gt=0, description="sliding window in tokens")
-    kv_lora_rank: int | None = Field(default=None, gt=0)
-    qk_rope_head_dim: int | None = Field(default=None, gt=0)
-    qk_nope_head_dim: int | None = Field(default=None, gt=0)
-    conv_state_elements: int | None = Field(default=None, ge=0, description="conv_dim × (kernel − 1)")
-    conv_kernel: int | None = Field(default=None, gt=1, description="causal conv kernel width")
-    recurrent_state_elements: int | None = Field(default=None, ge=0)
+    count: int = Field(gt=0, le=MAX_LAYERS)
+    num_heads: int | None = Field(default=None, gt=0, le=MAX_HEADS, description="query heads (default: the model's)")
+    num_kv_heads: int | None = Field(default=None, gt=0, le=MAX_HEADS)
+    head_dim: int | None = Field(default=None, gt=0, le=MAX_DIM, description="K head size")
+    v_head_dim: int | None = Field(default=None, gt=0, le=MAX_DIM, description="V head size (default: head_dim)")
+    window: int | None = Field(default=None, gt=0, le=MAX_TOKENS, description="sliding window in tokens")
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=MAX_DIM)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=MAX_DIM)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, le=MAX_DIM)
+    conv_state_elements: int | None = Field(default=None, ge=0, le=MAX_DIM * MAX_HEADS, description="conv_dim × (kernel − 1)")
+    conv_kernel: int | None = Field(default=None, gt=1, le=MAX_DIM, description="causal conv kernel width")
+    recurrent_state_elements: int | None = Field(default=None, ge=0, le=MAX_DIM * MAX_DIM)
 
     @model_validator(mode="after")
     def _fields_for_kind(self):
@@ -112,11 +124,11 @@ class LayerGroup(StrictModel):
 class MoE(StrictModel):
     """Mixture-of-experts figures; ``expert_params`` is one routed expert in one layer."""
 
-    num_experts: int = Field(gt=0)
-    experts_per_token: int = Field(gt=0)
-    num_moe_layers: int = Field(gt=0)
-    expert_params: int = Field(gt=0)
-    num_shared_experts: int = Field(default=0, ge=0)
+    num_experts: int = Field(gt=0, le=MAX_EXPERTS)
+    experts_per_token: int = Field(gt=0, le=MAX_EXPERTS)
+    num_moe_layers: int = Field(gt=0, le=MAX_LAYERS)
+    expert_params: int = Field(gt=0, le=MAX_PARAMS)
+    num_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
 
     @model_validator(mode="after")
     def _top_k_le_experts(self):
@@ -142,23 +154,25 @@ class ModelCard(Card):
 
     family: str
     aliases: list[str] = Field(default_factory=list, description="Hugging Face repo ids")
-    params_total: int = Field(gt=0)
-    params_active: int | None = Field(default=None, gt=0, description="MoE: parameters used per token")
-    hidden_size: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    intermediate_size: int | None = Field(default=None, gt=0)
+    params_total: int = Field(gt=0, le=MAX_PARAMS)
+    params_active: int | None = Field(default=None, gt=0, le=MAX_PARAMS, description="MoE: parameters used per token")
+    hidden_size: int = Field(gt=0, le=MAX_DIM)
+    vocab_size: int = Field(gt=0, le=MAX_VOCAB)
+    num_attention_heads: int = Field(gt=0, le=MAX_HEADS)
+    intermediate_size: int | None = Field(default=None, gt=0, le=MAX_DIM)
     tie_word_embeddings: bool = False
-    max_context: int = Field(gt=0, description="max_position_embeddings")
+    max_context: int = Field(gt=0, le=MAX_TOKENS, description="max_position_embeddings")
     dtype: ModelDtype = Field(description="torch_dtype of the released weights")
     weights_dtype: WeightDtype | None = Field(
         default=None, description="dtype of the released checkpoint when it is quantised (fp8, mxfp4)"
     )
-    layer_groups: list[LayerGroup] = Field(min_length=1)
+    layer_groups: list[LayerGroup] = Field(min_length=1, max_length=MAX_LAYERS)
     moe: MoE | None = None
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.num_layers > MAX_LAYERS:
+            raise ValueError(f"{self.num_layers} layers in all: more than the {MAX_LAYERS} kvplan accepts")
         if self.params_active is not None and self.params_active > self.params_total:
             raise ValueError(
                 f"params_active ({self.params_active}) exceeds params_total ({self.params_total})"
@@ -250,7 +264,7 @@ class HardwareCard(Card):
 
     vendor: str
     aliases: list[str] = Field(default_factory=list)
-    hbm_capacity_bytes: int = Field(gt=0, description="memory capacity the runtime sees")
+    hbm_capacity_bytes: int = Field(gt=0, le=1 << 50, description="memory capacity the runtime sees")
     hbm_capacity_basis: Literal["runtime", "datasheet"] = Field(
         description="runtime: total bytes the runtime reports (e.g. torch total_memory); datasheet: nominal"
     )
@@ -260,7 +274,7 @@ class HardwareCard(Card):
     )
     efficiency: Efficiency = Field(default_factory=Efficiency)
     scale_up: Link | None = None
-    scale_up_domain: int | None = Field(default=None, gt=0, description="accelerators in one scale-up domain")
+    scale_up_domain: int | None = Field(default=None, gt=0, le=1 << 20, description="accelerators in one scale-up domain")
     nic: Link | None = None
     host_link: Link | None = None
     tiers: list[Tier] = Field(default_factory=list)
@@ -281,11 +295,11 @@ class SystemCard(Card):
     """Accelerators grouped into a node or a scale-up domain (HGX node, NVL72, CloudMatrix-384)."""
 
     accelerator: str = Field(description="hardware card name")
-    accelerators: int = Field(gt=0, description="accelerators in the system")
-    scale_up_domain: int = Field(gt=0, description="accelerators joined by the scale-up link")
+    accelerators: int = Field(gt=0, le=1 << 20, description="accelerators in the system")
+    scale_up_domain: int = Field(gt=0, le=1 << 20, description="accelerators joined by the scale-up link")
     node_accelerators: int | None = Field(
-        default=None, gt=0, description="accelerators of one node (server, compute tray) instances are placed in; "
-                                        "default: accelerators")
+        default=None, gt=0, le=1 << 20, description="accelerators of one node (server, compute tray) instances are placed in; "
+                                                    "default: accelerators")
     scale_up: Link | None = None
     nic: Link | None = None
     host_link: Link | None = None

@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 import yaml
 
-from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
+from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text
 from kvplan.errors import CardError
-from kvplan.report.render import write_atomic
 
 app = typer.Typer(help="List, show, validate and import model, hardware and system cards.", no_args_is_help=True)
 
 
 @app.command("list")
-@handle_errors
 def list_command(
     kind: Annotated[str, typer.Argument(help="model, hardware or system.")] = "model",
-    fmt: FormatOpt = "table", output: OutputOpt = None, cards: CardsOpt = None,
+    fmt: FormatOpt = None, output: OutputOpt = None, cards: CardsOpt = None,
 ) -> None:
     """List the cards kvplan can see (shipped, KVPLAN_CARDS_PATH, --cards)."""
     from kvplan.plans.catalog import list_cards
@@ -30,7 +29,6 @@ def list_command(
 
 
 @app.command("show")
-@handle_errors
 def show_command(
     name: Annotated[str, typer.Argument(help="Card name, alias or file.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="yaml or json.")] = "yaml",
@@ -49,23 +47,23 @@ def show_command(
 
 
 @app.command("validate")
-@handle_errors
 def validate_command(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="Card files or directories (default: all).")] = None,
-    fmt: FormatOpt = "table", cards: CardsOpt = None,
+    fmt: FormatOpt = None, cards: CardsOpt = None,
 ) -> None:
     """Validate cards against the schema; exit 2 if any is invalid."""
     from kvplan.plans.catalog import validate_paths
 
     result = validate_paths(list(paths or []), cards_dirs(cards))
-    try:
-        emit(result, fmt, None)
-    except typer.Exit:
-        raise typer.Exit(2) from None
+    emit(replace(result, failed=False), fmt, None)
+    if result.failed:
+        bad = [r for r in result.rows if not r["valid"]]
+        first = bad[0] if bad else {"file": "?", "problem": "?"}
+        raise CardError(f"{len(bad)} of {len(result.rows)} card(s) invalid; first: {first['problem']}",
+                        "fix the fields named in the table above, then run 'kvplan cards validate' again")
 
 
 @app.command("import")
-@handle_errors
 def import_command(
     config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
     name: Annotated[Optional[str], typer.Option("--name", help="Card name (default: from the path).")] = None,
@@ -74,9 +72,4 @@ def import_command(
     """Turn a Hugging Face config.json into a model card (YAML)."""
     from kvplan.plans.catalog import import_config
 
-    text = import_config(config, name)
-    if output is not None:
-        write_atomic(output, text)
-        typer.echo(f"Wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    emit_text(import_config(config, name), output)

@@ -10,20 +10,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, handle_errors, note
-from kvplan.errors import InputError
+from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, note, output_format
+from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
-from kvplan.report.render import render, write_atomic
+from kvplan.outputs import OutputSet, check_target
+from kvplan.report.render import render
+from kvplan.textsafe import one_line, write_command
 
 CHECK_FORMATS = ("table", "json", "csv", "markdown")
 
 
-@handle_errors
 def check_command(
     plans: Annotated[list[Path], typer.Argument(help="Plan files (YAML); see 'kvplan schema'.")],
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML to FILE (for CI).")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help=f"Output format: {', '.join(CHECK_FORMATS)}.")] = "table",
+    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help=(
+        f"Output format: {', '.join(CHECK_FORMATS)} (default: from -o's extension, else table)."))] = None,
     output: OutputOpt = None,
     cards: CardsOpt = None,
 ) -> None:
@@ -32,29 +34,27 @@ def check_command(
     On GitHub Actions (GITHUB_ACTIONS=true) failures are also emitted as ::error annotations and
     a Markdown summary is appended to $GITHUB_STEP_SUMMARY.
     """
-    if fmt not in CHECK_FORMATS:
-        raise InputError(f"unknown format '{fmt}'", f"choose one of: {', '.join(CHECK_FORMATS)}")
+    fmt = output_format(fmt, output, CHECK_FORMATS)
+    for path, what in ((junit, "--junit"), (output, "--output")):
+        if path is not None:
+            check_target(path, what)
     report = check(plans, cards_dirs(cards))
+    extra = OutputSet()
     if junit is not None:
-        write_atomic(junit, junit_xml(report))
+        extra.add(junit, junit_xml(report), what="--junit")
     if fmt == "table":
         text = check_text(report)
     elif fmt == "markdown":
         text = github_summary(report)
     else:
         text = render(report.to_result(), fmt)
-    if output is not None:
-        write_atomic(output, text)
-        typer.echo(f"Wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
-    if junit is not None:
-        typer.echo(f"Wrote {junit}", err=True)
+    emit_text(text, output, extra)
     for text in dict.fromkeys(a for p in report.plans for a in p.assumptions):
         note(text)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        for line in github_annotations(report):
-            typer.echo(line, err=True)
+        lines = github_annotations(report)
+        if lines:
+            write_command(sys.stderr, "\n".join(lines) + "\n")
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             try:
@@ -62,10 +62,9 @@ def check_command(
             except OSError as exc:
                 note(f"cannot append the job summary to {summary}: {exc.strerror}")
     if report.failed:
-        raise typer.Exit(1)
+        raise AnswerNo()
 
 
-@handle_errors
 def schema_command(
     kind: Annotated[str, typer.Argument(help="plan (a plan file for check/report) or grid (a sweep grid).")] = "plan",
 ) -> None:

@@ -7,21 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
-                                emit, handle_errors)
+from kvplan.cli.options import (BatchOpt, CardsOpt, ComputeDtypeOpt, EPOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt,
+                                FormatOpt, HardwareArg, KVDtypeOpt, ModelArg, OutputOpt,
+                                StepOverheadOpt, TPOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
+                                emit)
 from kvplan.errors import InputError
 from kvplan.plans.sizing.calibrate import calibrate
 from kvplan.plans.sizing.latency import Speculation, latency
-from kvplan.report.render import write_atomic
+from kvplan.outputs import OutputSet, check_target
 from kvplan.units import parse_list, parse_tokens
-
-ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
-HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
-WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
-ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
-    "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
-EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
-                                    help="Expert-parallel ranks (data-parallel attention, tp 1).")]
 
 
 def parse_counts(text: str, what: str) -> list[int]:
@@ -29,7 +23,6 @@ def parse_counts(text: str, what: str) -> list[int]:
     return parse_list(text, lambda item: parse_tokens(item, allow_zero=True), what=what)
 
 
-@handle_errors
 def latency_command(
     model: ModelArg,
     hardware: HardwareArg,
@@ -73,7 +66,7 @@ def latency_command(
         "--max-num-seqs", help="Cap on sequences per DP rank for --batch max (engine default where sourced).")] = None,
     system: Annotated[Optional[str], typer.Option(
         "--system", help="System card (node links, NIC) around HARDWARE; needed for instances across nodes.")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
@@ -99,7 +92,6 @@ def latency_command(
     emit(result, fmt, output, explain)
 
 
-@handle_errors
 def calibrate_command(
     model: ModelArg,
     hardware: HardwareArg,
@@ -116,19 +108,22 @@ def calibrate_command(
     card_out: Annotated[Optional[Path], typer.Option(
         "--card-out", help="Write the calibrated hardware card (YAML) here; pass it as HARDWARE later.")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Name of the calibrated card (default: HARDWARE-calibrated).")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
 ) -> None:
     """Fit η_mem, η_flops and the per-step overhead to measured step times; print residuals; write an overlay card."""
+    for path, what in ((card_out, "--card-out"), (output, "--output")):
+        if path is not None:
+            check_target(path, what)
     calibration = calibrate(
         model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
         compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards), holdout=holdout,
     )
+    extra = OutputSet()
     if card_out is not None:
-        write_atomic(card_out, calibration.card_yaml())
-        typer.echo(f"Wrote {card_out} (hardware card '{calibration.card.name}')", err=True)
+        extra.add(card_out, calibration.card_yaml(), what="--card-out")
     else:
         typer.echo("Hint: pass --card-out FILE to write the calibrated hardware card", err=True)
-    emit(calibration.result, fmt, output, explain)
+    emit(calibration.result, fmt, output, explain, extra)

@@ -2,12 +2,13 @@
 
 Data goes to stdout (or ``-o FILE``, written whole or not at all); notes and errors go to
 stderr. Errors a user can fix print ``Error: …`` and ``Hint: …`` and exit 2; a result that
-answers "no" (does not fit, a failed check, an infeasible plan) exits 1.
+answers "no" (does not fit, a failed check, an infeasible plan) exits 1. Both happen in one
+place, the error boundary in ``kvplan.cli``: commands raise, they never exit themselves.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 import os
 import sys
 from pathlib import Path
@@ -15,12 +16,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.errors import KvplanError
-from kvplan.report.render import FORMATS, render, terminal_width, write_atomic
+from kvplan.errors import AnswerNo, InputError
+from kvplan.report.render import FORMATS, render, terminal_width
 from kvplan.result import Result
+from kvplan.textsafe import one_line
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help=f"Output format: {', '.join(FORMATS)}.")]
-OutputOpt = Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to FILE (whole or not at all).")]
+FormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help=(
+    f"Output format: {', '.join(FORMATS)} (default: from -o's extension .csv/.json/.md, else table)."))]
+OutputOpt = Annotated[Optional[Path], typer.Option(
+    "--output", "-o", help="Write to FILE (whole or not at all; /dev/stdout and devices are written through).")]
 ExplainOpt = Annotated[bool, typer.Option("--explain", help="Print the formulas with the card's numbers.")]
 CardsOpt = Annotated[
     Optional[list[Path]],
@@ -35,6 +39,33 @@ KVDtypeOpt = Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help=
 TPOpt = Annotated[str, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed).")]
 PPOpt = Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
 
+# the model and hardware arguments, dtypes and expert parallelism (size, fit, latency, plan, …)
+ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
+HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
+WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
+ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
+EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
+                                    help="Expert-parallel ranks (data-parallel attention, tp 1).")]
+# workloads: synthetic (--qps/--isl/--osl, sessions) or a trace file (workload, plan, pd, tier, route)
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
+ColumnsOpt = Annotated[Optional[str], typer.Option(
+    "--columns", help="Generic CSV columns: timestamp=COL,isl=COL,osl=COL.")]
+TimestampUnitOpt = Annotated[Optional[str], typer.Option(
+    "--timestamp-unit", help="Generic CSV timestamps: s, ms, us, ns or datetime (default s).")]
+SkipBadRowsOpt = Annotated[bool, typer.Option(
+    "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
+CacheTokensOpt = Annotated[Optional[str], typer.Option(
+    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
+IslOpt = Annotated[Optional[str], typer.Option(
+    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
+OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
+ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
+TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
+ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
+SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
+
 
 def engine_names(text: str | None) -> str | None:
     """``--engine`` callback: each comma-separated name in its canonical spelling (vLLM, TRT-LLM, …).
@@ -43,13 +74,12 @@ def engine_names(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    from kvplan.engines import canonical_engine
+    from kvplan.engines import ENGINE_ALIASES, PROFILES
 
     def one(name: str) -> str:
-        try:
-            return canonical_engine(name)
-        except KvplanError:
-            return name
+        key = name.strip().lower()
+        key = ENGINE_ALIASES.get(key, key)
+        return key if key in PROFILES else name
 
     return ",".join(one(name) for name in text.split(","))
 
@@ -112,45 +142,113 @@ def note(text: str) -> None:
     if _QUIET["on"] or os.environ.get("KVPLAN_QUIET") == "1" or text in _PRINTED:
         return
     _PRINTED.add(text)
-    typer.echo(f"Note: {text}", err=True)
+    typer.echo(f"Note: {one_line(text, 2000)}", err=True)
 
 
-def handle_errors(func):
-    """Turn KvplanError into 'Error: … / Hint: …' on stderr and its exit code (no traceback)."""
+# Ranges of the numeric options every command shares (by parameter name), checked before any work:
+# (lowest, highest, lowest is allowed). Far beyond any real deployment; a value outside is a typo
+# or an attack (--max-num-seqs -5000 gave negative KV, --turns 1e9 allocated without bound).
+_OPEN, _CLOSED = False, True
+FLAG_RANGES: dict[str, tuple[float, float, bool]] = {
+    "max_num_seqs": (1, 1 << 20, _CLOSED), "max_num_batched_tokens": (1, 1 << 32, _CLOSED),
+    "block_size": (1, 1 << 20, _CLOSED), "pp": (1, 1024, _CLOSED), "ep": (1, 1 << 16, _CLOSED),
+    "tp": (1, 1 << 16, _CLOSED), "seed": (0, 2**32 - 1, _CLOSED), "sample": (1, 10_000_000, _CLOSED),
+    "sim_requests": (1, 10_000_000, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
+    "nodes": (1, 100_000, _CLOSED), "rag_docs": (1, 100_000_000, _CLOSED), "prefill_instances": (1, 100_000, _CLOSED),
+    "decode_instances": (1, 100_000, _CLOSED), "max_gpus": (1, 10_000_000, _CLOSED), "hash_blocks": (1, 1 << 20, _CLOSED),
+    "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (0, 1, _OPEN), "eta_flops": (0, 1, _OPEN),
+    "link_efficiency": (0, 1, _OPEN), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
+    "cached_prefix_fraction": (0, 1, _CLOSED), "arrival_cv": (0, 1000, _CLOSED), "rag_zipf": (0, 100, _CLOSED),
+    "rate": (0, 1e9, _OPEN), "qps": (0, 1e9, _OPEN), "decode_batch": (0, 1 << 20, _OPEN),
+    "spec_draft_layers": (0, 4096, _OPEN),
+}
+# byte-size options where zero means nothing sensible (--gpu-memory 0 was silently ignored)
+POSITIVE_SIZES = {"gpu_memory": "--gpu-memory", "kv_cache_memory": "--kv-cache-memory",
+                  "weights_memory": "--weights-memory"}
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except KvplanError as exc:
-            if os.environ.get("KVPLAN_DEBUG") == "1":
-                raise
-            typer.echo(f"Error: {exc.message}", err=True)
-            if exc.hint:
-                typer.echo(f"Hint: {exc.hint}", err=True)
-            raise typer.Exit(exc.exit_code) from None
 
-    return wrapper
+def check_flag_values(kwargs: dict) -> None:
+    """Refuse a numeric option outside its range (NaN and infinities included), before any work."""
+    import math
+
+    from kvplan.units import parse_bytes
+
+    for name, value in kwargs.items():
+        if name in FLAG_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high, closed = FLAG_RANGES[name]
+            flag = "--" + name.replace("_", "-")
+            upper_ok = math.isfinite(value) and (value < high if name in _UPPER_OPEN else value <= high)
+            if name in LOW_SIDE_CHECKED_LATER and upper_ok:
+                continue  # the command's own check words this one
+            if upper_ok and (value >= low if closed else value > low):
+                continue
+            raise InputError(*_range_message(name, flag, value, low, high, closed))
+        elif name in POSITIVE_SIZES and isinstance(value, str) and parse_bytes(value) == 0:
+            raise InputError(f"{POSITIVE_SIZES[name]} must be > 0 (got {value})",
+                             f"give the size with its unit, e.g. {POSITIVE_SIZES[name]} 80GiB, or leave it out")
 
 
-def emit(result: Result, fmt: str, output: Path | None, explain: bool = False) -> None:
-    """Render ``result`` and print or write it; exit 1 when the result answers 'no'."""
-    text = render(result, fmt, explain=explain, width=terminal_width() if output is None else None)
+LOW_SIDE_CHECKED_LATER = {"rate"}  # --rate <= 0: the workload builder's own message
+_UPPER_OPEN = {"cached_prefix_fraction"}
+
+
+def _range_message(name: str, flag: str, value, low, high, closed) -> tuple[str, str]:
+    if high == 1 and low == 0:
+        interval = f"{'[' if closed else '('}0, 1{')' if name in _UPPER_OPEN else ']'}"
+        return f"{flag} must be in {interval} (got {value})", f"pass a fraction in {interval}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{flag} must be a finite number (got {value})", f"pass a value between {low:g} and {high:,g}"
+    if value > high:
+        return (f"{flag} {value} is more than the {high:,g} kvplan accepts",
+                f"pass at most {high:,g}; a value this large is a typo or beyond any deployment")
+    if low == 1 and closed:
+        return f"{flag} must be a positive integer (got {value})", f"pass a whole number >= 1, at most {high:,g}"
+    if low == 0 and closed:
+        return f"{flag} must be >= 0 (got {value})", f"pass a value between 0 and {high:,g}"
+    return f"{flag} must be > {low:g} (got {value})", f"pass a value > {low:g}, at most {high:,g}"
+
+
+EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}
+
+
+def output_format(fmt: str | None, output: Path | None, formats=FORMATS) -> str:
+    """``--format`` when given, else the format of ``-o``'s extension (.csv/.json/.md/.markdown), else table."""
+    if fmt is None:
+        fmt = EXTENSION_FORMATS.get(output.suffix.lower(), "table") if output is not None else "table"
+    if fmt not in formats:
+        raise InputError(f"unknown format '{fmt}'", f"choose one of: {', '.join(formats)}")
+    return fmt
+
+
+def emit_text(text: str, output: Path | None, extra: "OutputSet | None" = None) -> None:
+    """``text`` to stdout, or to ``-o`` together with the command's other files (all or none)."""
+    from kvplan.outputs import OutputSet  # only when something may be written
+
+    outputs = extra if extra is not None else OutputSet()
     if output is not None:
-        write_atomic(output, text)
-        typer.echo(f"Wrote {output}", err=True)
-    else:
+        outputs.add(output, text)
+    written = outputs.commit() if len(outputs) else []
+    if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()
+    for path in written:
+        typer.echo(f"Wrote {one_line(path)}", err=True)
+
+
+def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = False,
+         extra: "OutputSet | None" = None) -> None:
+    """Render ``result`` and print or write it; exit 1 when the result answers 'no'."""
+    fmt = output_format(fmt, output)
+    emit_text(render(result, fmt, explain=explain, width=terminal_width() if output is None else None), output, extra)
     if fmt != "markdown":
         for text in result.assumptions:
             note(text)
         if explain and fmt in ("json", "csv"):
             typer.echo("\n".join(result.explain), err=True)
         if result.verdict and fmt in ("json", "csv"):
-            typer.echo(f"Verdict: {result.verdict}", err=True)
+            typer.echo(f"Verdict: {one_line(result.verdict, 2000)}", err=True)
     if result.failed:
-        raise typer.Exit(1)
+        raise AnswerNo()
 
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):

@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, CardsOpt, ExplainOpt, FormatOpt, OutputOpt, cards_dirs, emit, handle_errors
-from kvplan.cli.workload import TraceFormatOpt
+from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
+                                StepOverheadOpt, cards_dirs, efficiencies, emit, output_format)
+from kvplan.cli.options import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-from kvplan.errors import InputError
+from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd
 from kvplan.plans.pd.link import PLACEMENTS
 from kvplan.plans.pd.report import pd_hint
@@ -31,7 +32,6 @@ def _tps(text: str, flag: str) -> list[int]:
     return parse_list(text, one, what=flag)
 
 
-@handle_errors
 def pd_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     hardware: Annotated[str, typer.Argument(help="Prefill hardware card (or a system card, e.g. hgx-h100-8).")],
@@ -109,7 +109,7 @@ def pd_command(
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
     allow_long_context: Annotated[bool, typer.Option(
         "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
@@ -140,12 +140,11 @@ def pd_command(
         settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
         allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
+    fmt = output_format(fmt, output)
     explain = explain or checklist
     if not result.failed:
         emit(result, fmt, output, explain)
         return
     # the infeasible verdict is said once, as the Error line (not also under the table)
     emit(replace(result, failed=False, verdict=None), fmt, output, explain)
-    typer.echo(f"Error: {result.verdict}", err=True)
-    typer.echo(f"Hint: {pd_hint(result.rows)}", err=True)
-    raise typer.Exit(1)
+    raise InfeasibleError(result.verdict, pd_hint(result.rows))

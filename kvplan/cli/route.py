@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (CardsOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt, StepOverheadOpt,
-                                cards_dirs, efficiencies, emit, handle_errors)
-from kvplan.cli.workload import (ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt,
-                                 TurnsOpt, emit_tables)
+                                cards_dirs, efficiencies, emit)
+from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
@@ -26,7 +26,6 @@ def _instances(text: str) -> list[int]:
     return parse_list(text, one, what="--instances")
 
 
-@handle_errors
 def route_command(
     args: Annotated[Optional[list[str]], typer.Argument(
         help="TRACE (Mooncake JSONL with hash_ids), then optionally MODEL HARDWARE for a deployment; "

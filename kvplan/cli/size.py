@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit, handle_errors)
+                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
 from kvplan.plans.sizing.size import size
+from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
 
 
@@ -16,11 +17,13 @@ def parse_ints(text: str, what: str) -> list[int]:
     return parse_list(text, parse_tokens, what=what)
 
 
-def parse_names(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+def parse_names(text: str, what: str = "--kv-dtype/--engine") -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise InputError(f"empty {what} list '{text}'", "give one name or a comma-separated list, e.g. bf16,fp8")
+    return names
 
 
-@handle_errors
 def size_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     seq: SeqOpt = "128k",
@@ -32,7 +35,7 @@ def size_command(
     block_size: BlockOpt = None,
     max_num_batched_tokens: Annotated[Optional[int], typer.Option(
         "--max-num-batched-tokens", help="vLLM: bounds sliding-window tokens in flight (default 8192).")] = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,

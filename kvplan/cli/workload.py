@@ -2,40 +2,25 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, handle_errors, note
+from kvplan.cli.options import (ArrivalCVOpt, CacheTokensOpt, ColumnsOpt, ExplainOpt, FormatOpt, IslOpt, OslOpt, OutputOpt, RateOpt,
+                                SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt,
+                                TraceFormatOpt, TurnsOpt, emit, emit_text, note, output_format)
 from kvplan.errors import InputError
 from kvplan.plans.fleet.workload import presentation, workload, workload_spec
-from kvplan.report.render import render, terminal_width, write_atomic
+from kvplan.outputs import OutputSet
+from kvplan.report.render import render, terminal_width
 from kvplan.result import Result
+from kvplan.textsafe import one_line
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 from kvplan.workload.synthetic import workload_from_flags
 
-TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
-ColumnsOpt = Annotated[Optional[str], typer.Option(
-    "--columns", help="Generic CSV columns: timestamp=COL,isl=COL,osl=COL.")]
-TimestampUnitOpt = Annotated[Optional[str], typer.Option(
-    "--timestamp-unit", help="Generic CSV timestamps: s, ms, us, ns or datetime (default s).")]
-SkipBadRowsOpt = Annotated[bool, typer.Option(
-    "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
-CacheTokensOpt = Annotated[Optional[str], typer.Option(
-    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
-RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
-IslOpt = Annotated[Optional[str], typer.Option(
-    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
-OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
-ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
-TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
-ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
-SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
 
 
-@handle_errors
 def workload_command(
     trace: Annotated[Optional[Path], typer.Argument(
         help="Trace file: Azure CSV, Mooncake JSONL or a CSV with --columns. Omit it to use workload flags.")] = None,
@@ -54,14 +39,17 @@ def workload_command(
     shared_prefix: SharedPrefixOpt = "0",
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 100_000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed for sampling.")] = 0,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
 ) -> None:
     """Workload summary: rate, burstiness, ISL/OSL percentiles, prefix reuse, LRU hit rate vs cache size."""
+    fmt = output_format(fmt, output)
     sizes = parse_list(cache_tokens, lambda t: parse_tokens(t, allow_zero=True), what="--cache-tokens") \
         if cache_tokens is not None else []
     bucket_s = parse_seconds(bucket)
+    if bucket_s <= 0:
+        raise InputError(f"rate bucket must be > 0 s (got {bucket})", "write e.g. --bucket 60s")
     flags_given = any(v is not None for v in (rate, isl, osl))
     if trace is not None and flags_given:
         raise InputError("give a trace or workload flags (--rate/--isl/--osl), not both")
@@ -82,14 +70,10 @@ def workload_command(
         emit(result, fmt, output, explain)
 
 
-def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | None, explain: bool) -> None:
+def emit_tables(result: Result, tables: list[Result], fmt: str, output: Path | None, explain: bool,
+                extra: OutputSet | None = None) -> None:
     """Print or write several tables as one document; notes (e.g. skipped rows) go to stderr."""
     width = terminal_width() if output is None else None
-    text = "\n".join(render(table, fmt, explain=explain, width=width) for table in tables)
-    if output is not None:
-        write_atomic(output, text)
-        typer.echo(f"Wrote {output}", err=True)
-    else:
-        sys.stdout.write(text)
+    emit_text("\n".join(render(table, fmt, explain=explain, width=width) for table in tables), output, extra)
     for text in result.assumptions:
         note(text)

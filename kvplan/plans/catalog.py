@@ -85,7 +85,11 @@ def validate_paths(paths: list[Path], extra: tuple[Path, ...] = ()) -> Result:
         targets = [(kind, f) for kind in KINDS for f in card_files(kind, extra)]
     rows = []
     for kind, f in targets:
-        if not f.is_file():
+        try:
+            is_file = f.is_file()
+        except OSError:
+            is_file = False
+        if not is_file:
             rows.append({"file": str(f), "kind": kind, "valid": False, "problem": "no such file"})
             continue
         if f.suffix == ".json":
@@ -100,6 +104,9 @@ def validate_paths(paths: list[Path], extra: tuple[Path, ...] = ()) -> Result:
             rows.append({"file": str(f), "kind": kind, "valid": True, "problem": ""})
         except CardError as exc:
             rows.append({"file": str(f), "kind": kind, "valid": False, "problem": exc.message})
+    from kvplan.textsafe import one_line
+
+    rows = [{**r, "file": one_line(r["file"], 300), "problem": one_line(r["problem"], 300)} for r in rows]
     bad = [r for r in rows if not r["valid"]]
     return Result(title="card validation", rows=rows, columns=["file", "kind", "valid", "problem"],
                   verdict=f"{len(bad)} of {len(rows)} cards invalid" if bad else None, failed=bool(bad))

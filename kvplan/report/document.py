@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan.outputs import umask
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.curves import context_vs_concurrency, kv_vs_context
@@ -119,8 +120,9 @@ def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document
         produced = registry.evaluate(context)
         checked = check_plan(planfile, cards) if (planfile.assertions or planfile.slos) else None
     except KvplanError as exc:
-        message = exc.message if exc.message.startswith(str(planfile.path)) else f"{planfile.path}: {exc.message}"
-        raise type(exc)(message, exc.hint) from None
+        if exc.message.startswith(str(planfile.path)):
+            raise
+        raise exc.prefixed(f"{planfile.path}: ") from None
     fit = produced["fit"]
     row = fit.result.rows[0]
     card, hw = context.model_card, context.hardware_card
@@ -352,7 +354,7 @@ def replace_directory(target: Path, fill, *, force: bool = False) -> None:
         raise InputError(f"cannot write '{target}': {exc.strerror}", "choose a writable --out") from None
     try:
         fill(staging)
-        os.chmod(staging, 0o755)
+        os.chmod(staging, 0o777 & ~umask())  # mkdtemp makes 0700; a report directory is an ordinary one
         if target.exists():
             old = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".old"))
             os.replace(target, old / target.name)

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from kvplan.plans.check.run import FAILED, PASSED, SKIPPED, CheckReport
+from kvplan.textsafe import gha_data, gha_property, one_line
 
 _MARK = {PASSED: "PASS", FAILED: "FAIL", SKIPPED: "SKIP"}
 
@@ -24,10 +25,10 @@ def check_text(report: CheckReport) -> str:
     """The console report: every plan, every assertion, and why each failure failed."""
     lines: list[str] = []
     for plan in report.plans:
-        lines.append(f"{plan.path}: {plan.summary}")
+        lines.append(f"{one_line(plan.path, 1000)}: {one_line(plan.summary, 1000)}")
         explained: list[tuple[str, ...]] = []  # an explanation shared by several failures is printed once
         for o in plan.outcomes:
-            lines.append(f"  {_MARK[o.status]}  {o.assertion}  —  {o.message}")
+            lines.append(f"  {_MARK[o.status]}  {one_line(o.assertion)}  —  {one_line(o.message, 1000)}")
             if o.failed and o.why:
                 why = tuple(o.why)
                 if why in explained:
@@ -35,7 +36,7 @@ def check_text(report: CheckReport) -> str:
                     continue
                 explained.append(why)
                 lines.append("        why:")
-                lines.extend(f"          {w}" for w in o.why)
+                lines.extend(f"          {one_line(w, 1000)}" for w in o.why)
         lines.append("")
     c = report.counts()
     total = sum(c.values())
@@ -78,24 +79,16 @@ def junit_xml(report: CheckReport) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
 def github_annotations(report: CheckReport) -> list[str]:
     """``::error`` workflow commands, one per failed assertion, pointing at the plan file's line."""
     lines = []
     for plan in report.plans:
         for o in plan.failures:
-            props = f"file={_escape_property(str(plan.path))}"
+            props = f"file={gha_property(str(plan.path))}"
             if o.line is not None:
                 props += f",line={o.line}"
-            props += f",title={_escape_property(f'kvplan check: {o.assertion}')}"
-            lines.append(f"::error {props}::{_escape_data(o.message)}")
+            props += f",title={gha_property(f'kvplan check: {o.assertion}')}"
+            lines.append(f"::error {props}::{gha_data(o.message)}")
     return lines
 
 
@@ -106,17 +99,44 @@ def github_summary(report: CheckReport) -> str:
     out = [f"## {icon} kvplan check: {c[PASSED]} passed, {c[FAILED]} failed"
            + (f", {c[SKIPPED]} skipped" if c[SKIPPED] else ""), ""]
     for plan in report.plans:
-        out += [f"### `{plan.path}`", "", plan.summary, "", "| | assertion | result |", "|---|---|---|"]
+        out += [f"### {_md_code(plan.path)}", "", _md(plan.summary), "", "| | assertion | result |", "|---|---|---|"]
         for o in plan.outcomes:
             mark = {PASSED: "✅", FAILED: "❌", SKIPPED: "⏭️"}[o.status]
-            message = o.message.replace("|", "\\|")
-            out.append(f"| {mark} | `{o.assertion}` | {message} |")
+            out.append(f"| {mark} | {_md_code(o.assertion)} | {_md(o.message)} |")
         for o in plan.failures:
             if o.why:
-                out += ["", f"<details><summary>why <code>{o.assertion}</code> failed</summary>", "", "```",
-                        *o.why, "```", "</details>"]
+                out += ["", f"<details><summary>why <code>{_html(o.assertion)}</code> failed</summary>", "", "```",
+                        *(one_line(w, 1000).replace("```", "`\u200b``") for w in o.why), "```", "</details>"]
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _md(text: object) -> str:
+    """User text inside a Markdown table cell: one line, no HTML, ``|`` escaped."""
+    return _html(one_line(text, 1000)).replace("|", "\\|")
+
+
+def _md_code(text: object) -> str:
+    """User text as inline code: a fence longer than any run of backticks inside it."""
+    body = one_line(text, 1000).replace("|", "\\|")
+    longest = max((len(m) for m in _backtick_runs(body)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {body} {fence}" if longest else f"`{body}`"
+
+
+def _backtick_runs(text: str) -> list[str]:
+    runs, current = [], ""
+    for char in text:
+        if char == "`":
+            current += char
+        elif current:
+            runs.append(current)
+            current = ""
+    return runs + ([current] if current else [])
+
+
+def _html(text: object) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def append_summary(path: Path, text: str) -> None:

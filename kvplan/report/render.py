@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from pathlib import Path
 
 from kvplan.errors import InputError
@@ -175,21 +174,7 @@ def render(result: Result, fmt: str, *, explain: bool = False, width: int | None
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all (temporary file + rename)."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(f"cannot write '{path}': no directory '{directory}'", "create the directory first")
-    try:
-        import tempfile  # imports shutil and random: only when a file is written
+    """Write ``text`` to ``path`` whole or not at all (see kvplan.outputs)."""
+    from kvplan.outputs import write_atomic as write
 
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
+    write(path, text)

@@ -6,8 +6,8 @@ other commands never load it.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -17,9 +17,9 @@ TIER_COLOURS = {"hbm": "#2ca02c", "host_dram": "#1f77b4", "cxl": "#9467bd", "nvm
 MAX_POINTS = 4000
 
 
-def hit_rate_chart(path: Path, capacity_tokens: np.ndarray, hit_rate: np.ndarray,
-                   boundaries: Sequence[tuple[str, str, float]], unlimited_hit_rate: float, title: str) -> None:
-    """The step curve ``hit_rate[k]`` from ``capacity_tokens[k]`` on, log-x, with tiers shaded.
+def hit_rate_chart(capacity_tokens: np.ndarray, hit_rate: np.ndarray,
+                   boundaries: Sequence[tuple[str, str, float]], unlimited_hit_rate: float, title: str) -> bytes:
+    """The PNG (bytes, written by the caller with its other outputs) of the step curve ``hit_rate[k]`` from ``capacity_tokens[k]`` on, log-x, with tiers shaded.
 
     ``boundaries``: (tier name, kind, cumulative capacity in tokens where the tier ends), hot to cold.
     """
@@ -53,30 +53,21 @@ def hit_rate_chart(path: Path, capacity_tokens: np.ndarray, hit_rate: np.ndarray
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    _save_atomic(figure, Path(path))
+    return png_bytes(figure)
 
 
-def _save_atomic(figure, path: Path) -> None:
-    """Write the PNG whole or not at all (temporary file in the same directory, then rename)."""
-    import os
-    import tempfile
+def png_bytes(figure) -> bytes:
+    """A figure as PNG bytes (no timestamp or software metadata: the same input gives the same file)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
 
-    from kvplan.errors import InputError
 
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(f"cannot write '{path}': no directory '{directory}'", "create the directory first")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            figure.savefig(handle, format="png", metadata={"Software": None})
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a chart is an ordinary file
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
+def _save_atomic(figure, path) -> None:
+    """Write the PNG whole or not at all (kvplan.outputs: umask mode, devices refused or written through)."""
+    from kvplan.outputs import write_atomic
+
+    write_atomic(path, png_bytes(figure))
 
 
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -47,8 +47,11 @@ def parse_slo(kind: str, text: str) -> Slo:
         raise InputError(f"{flag}: percentile {stat} is not between p0 and p100", hint)
     try:
         limit = parse_seconds(match.group(2))
-    except InputError:
-        raise InputError(f"{flag}: cannot read the duration '{match.group(2)}' in '{text}'", hint) from None
+    except InputError as exc:
+        no_unit = "has no unit" in exc.message
+        raise InputError(f"{flag}: cannot read the duration '{match.group(2)}' in '{text}'"
+                         + (": it has no unit" if no_unit else ""),
+                         f"{exc.hint.split('?')[0]}? {hint}" if no_unit else hint) from None
     if limit <= 0:
         raise InputError(f"{flag}: the limit must be > 0 (got '{text}')", hint)
     if stat.endswith(".0"):

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvplan.errors import InputError
+
 from kvplan.workload.reuse import unlimited_hit_rates
 from kvplan.workload.traces import Trace
 
@@ -30,10 +32,19 @@ PERCENTILES = (50, 90, 99)
 SPARK_LEVELS = "▁▂▃▄▅▆▇█"
 
 
+MAX_BUCKETS = 10_000_000
+
+
 def rate_buckets(arrival_s: np.ndarray, bucket_s: float = 60.0) -> np.ndarray:
     """Requests per bucket of ``bucket_s`` seconds from the first arrival (``floor(t / bucket_s)``)."""
+    if not bucket_s > 0:
+        raise InputError(f"rate bucket must be > 0 s (got {bucket_s:g})", "write e.g. --bucket 60s")
     if arrival_s.size == 0:
         return np.zeros(0, dtype=np.int64)
+    span = float(arrival_s[-1] - arrival_s[0])
+    if span / bucket_s > MAX_BUCKETS:
+        raise InputError(f"{span / bucket_s:,.0f} rate buckets of {bucket_s:g} s over the trace's {span:,.0f} s",
+                         f"pass a longer --bucket (at most {MAX_BUCKETS:,} buckets)")
     index = np.floor((arrival_s - arrival_s[0]) / bucket_s).astype(np.int64)
     return np.bincount(index)
 

@@ -35,8 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from kvplan.errors import InputError
+from kvplan.textsafe import one_line
+from kvplan.units import MAX_TOKENS
 
 FORMATS = ("auto", "azure", "mooncake", "csv")
+MAX_SPAN_S = 10 * 366 * 86400.0  # ten years of arrivals: far beyond any published trace
 TIMESTAMP_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "datetime": None}
 MOONCAKE_BLOCK_TOKENS = 512
 AZURE_COLUMNS = {"timestamp": "TIMESTAMP", "isl": "ContextTokens", "osl": "GeneratedTokens"}
@@ -98,6 +101,15 @@ def make_trace(arrival_s, isl, osl, block_lists=None, *, block_ids=None, block_o
     if offsets is not None:
         offsets, ids = _reorder_csr(offsets, ids, order)
     start = arrival[order[0]] if arrival.size else 0.0
+    span = float(arrival[order[-1]] - start) if arrival.size else 0.0
+    source = meta.get("source", "the trace")
+    if not math.isfinite(span) or span > MAX_SPAN_S:
+        raise InputError(f"trace '{one_line(source)}' spans {span / 86400 / 365.25:,.0f} years of arrivals",
+                         "check the timestamps and --timestamp-unit (kvplan reads traces of up to 10 years)")
+    for name, values in (("input length", isl_arr), ("output length", osl_arr)):
+        if values.size and int(values.max()) > MAX_TOKENS:
+            raise InputError(f"trace '{one_line(source)}': an {name} of {int(values.max()):,} tokens is more than the "
+                             f"{MAX_TOKENS:,} kvplan accepts", "check the length columns of the trace")
     return Trace(arrival[order] - start, isl_arr[order], osl_arr[order], offsets, ids, **meta)
 
 
@@ -209,6 +221,9 @@ def _read(path: Path, trace_format: str, mapping: dict | None, timestamp_unit: s
 
 
 def _open(path: Path):
+    from kvplan.inputs import TRACE_MAX_BYTES, check_file
+
+    check_file(path, "trace", TRACE_MAX_BYTES, missing="trace '{path}' not found")  # a regular file (not /dev/zero or a FIFO), at most the cap
     try:
         return open(path, encoding="utf-8-sig", newline="")
     except FileNotFoundError:
@@ -301,8 +316,8 @@ def _mooncake_record(obj) -> tuple[tuple | None, str | None]:
             return None, f"{key} {value!r} is not a whole number"
         if value < 0:
             return None, f"{key} {value} is negative"
-        if value >= 2**63:
-            return None, f"{key} {value} is too large"
+        if value > MAX_TOKENS:
+            return None, f"{key} {value} is too large (more than {MAX_TOKENS:,} tokens)"
     hash_ids = obj.get("hash_ids")
     if hash_ids is not None and not isinstance(hash_ids, list):
         return None, "hash_ids is not a list of non-negative integers"
@@ -380,15 +395,15 @@ def _timestamps(values, unit: str, name: str, lines: np.ndarray, bad: _BadRows) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # numpy warns on time-zone offsets, then applies them
         try:
-            stamps = np.asarray(values, dtype=str).astype("datetime64[ns]")
-        except ValueError:
-            stamps = np.array([_datetime_or_nat(v) for v in values], dtype="datetime64[ns]")
+            stamps = np.asarray(values, dtype=str).astype("datetime64[us]")  # years 1..9999 fit (ns does not)
+        except (ValueError, OverflowError):
+            stamps = np.array([_datetime_or_nat(v) for v in values], dtype="datetime64[us]")
     for k in np.flatnonzero(np.isnat(stamps)):
         ok[k] = False
         bad.add(int(lines[k]), f"{name} {values[k].strip()!r} is not a date-time")
-    nanoseconds = stamps.astype(np.int64)
-    base = nanoseconds[ok].min() if ok.any() else 0
-    return np.where(ok, (nanoseconds - base) * 1e-9, 0.0), ok
+    microseconds = stamps.astype(np.int64)
+    base = microseconds[ok].min() if ok.any() else 0
+    return np.where(ok, (microseconds - base) * 1e-6, 0.0), ok
 
 
 def _float_or_nan(text: str) -> float:
@@ -400,6 +415,6 @@ def _float_or_nan(text: str) -> float:
 
 def _datetime_or_nat(text: str):
     try:
-        return np.datetime64(text.strip(), "ns") if text.strip() else np.datetime64("NaT")
-    except ValueError:
+        return np.datetime64(text.strip(), "us") if text.strip() else np.datetime64("NaT")
+    except (ValueError, OverflowError):
         return np.datetime64("NaT")

@@ -38,7 +38,7 @@ SLOS = [parse_slo("ttft", "p99<=2s"), parse_slo("tpot", "p90<=50ms")]
 
 @pytest.mark.parametrize(("text", "stat", "limit"), [
     ("p99<=2s", "p99", 2.0), ("p90<=50ms", "p90", 0.05), (" p50 <= 800us ", "p50", 800e-6),
-    ("p99.9<=3s", "p99.9", 3.0), ("P95<=1", "p95", 1.0), ("mean<=20ms", "mean", 0.02),
+    ("p99.9<=3s", "p99.9", 3.0), ("P95<=1s", "p95", 1.0), ("mean<=20ms", "mean", 0.02),
 ])
 def test_slo_parses(text, stat, limit):
     slo = parse_slo("ttft", text)
@@ -49,6 +49,7 @@ def test_slo_parses(text, stat, limit):
     ("p99<2s", "write '<='"), ("p99>=2s", "cannot read SLO"), ("2s", "cannot read SLO"),
     ("p150<=1s", "cannot read SLO"), ("p0<=1s", "not between p0 and p100"), ("p99<=fast", "cannot read the duration"),
     ("p99<=0ms", "must be > 0"), ("p99<=-1s", "cannot read the duration"), ("", "cannot read SLO"),
+    ("p99<=50", "it has no unit"), ("P95<=1", "it has no unit"),
 ])
 def test_slo_rejects_with_the_flag_named(text, message):
     with pytest.raises(InputError) as err:

@@ -13,6 +13,7 @@ A YAML mapping ``{kv_fits: true}`` is the assertion ``kv_fits == true``.
 from __future__ import annotations
 
 import ast
+import reprlib
 import math
 import operator
 import re
@@ -64,11 +65,14 @@ class Assertion:
         return body, None, None
 
 
+MAX_ASSERTION_CHARS = 500
+
+
 def parse_assertion(item, line: int | None = None) -> Assertion:
     """Parse a string, or a one-key mapping ``{metric: literal}``, into an Assertion."""
     if isinstance(item, dict):
         if len(item) != 1:
-            raise InputError(f"assertion {item!r}: a mapping assertion has exactly one key",
+            raise InputError(f"assertion {reprlib.repr(item)}: a mapping assertion has exactly one key",
                              "write 'metric: value' or a string such as 'metric >= 16'")
         (name, value), = item.items()
         if isinstance(value, bool):
@@ -81,10 +85,17 @@ def parse_assertion(item, line: int | None = None) -> Assertion:
     elif isinstance(item, str):
         text = item.strip()
     else:
-        raise InputError(f"assertion {item!r} is not a string", "write e.g. 'max_concurrency_at_max_len >= 16'")
+        raise InputError(f"assertion {reprlib.repr(item)} is not a string", "write e.g. 'max_concurrency_at_max_len >= 16'")
+    if len(text) > MAX_ASSERTION_CHARS:
+        raise InputError(f"assertion '{text[:60]}…' is {len(text):,} characters long",
+                         f"an assertion is one comparison of at most {MAX_ASSERTION_CHARS} characters; split it")
+    if "\n" in text or "\r" in text:
+        raise InputError(f"assertion '{text}' spans several lines", "write each assertion on one line")
     try:
         source = _QUANTITY.sub(_quantity, text)
         tree = ast.parse(source, mode="eval")
+    except (RecursionError, MemoryError):
+        raise InputError(f"assertion '{text[:60]}…' is nested too deeply", "simplify the assertion") from None
     except SyntaxError:
         raise InputError(f"assertion '{text}' is not a valid expression",
                          "write e.g. 'max_concurrency_at_max_len >= 16' or 'ttft_s <= 2s'") from None
@@ -101,7 +112,13 @@ def _check(node: ast.AST, text: str, names: list[str]) -> None:
         return
     if isinstance(node, ast.Constant):
         if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-            raise _refuse(text, f"the literal {node.value!r}")
+            raise _refuse(text, f"the literal {reprlib.repr(node.value)}")
+        if isinstance(node.value, int) and abs(node.value) > 2**63:
+            raise InputError(f"assertion '{text[:80]}': the number {str(node.value)[:20]}… is too large",
+                             "compare against a figure below 2^63 (use units: 20GiB, 2s, 128k)")
+        if isinstance(node.value, float) and not math.isfinite(node.value):
+            raise InputError(f"assertion '{text[:80]}': a number overflows to infinity",
+                             "compare against a finite figure (use units: 20GiB, 2s, 128k)")
         return
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         _check(node.left, text, names)

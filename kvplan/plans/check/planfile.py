@@ -26,6 +26,7 @@ any number is computed.
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -201,16 +202,18 @@ class SLO(PlanModel):
         return value
 
 
+ONE_LINE = r"^[^\x00-\x1f\x7f]*$"  # no newline or other control character (it would reach CI logs)
 AssertionItem = Union[str, dict[str, Union[bool, float]]]
 
 
 class Plan(PlanModel):
     """One deployment: model, hardware or system, engine settings, workload, SLOs, assertions."""
 
-    name: str | None = Field(None, description="a label for reports and CI")
+    name: str | None = Field(None, max_length=120, pattern=ONE_LINE, description="a label for reports and CI")
     description: str | None = None
-    model: str = Field(description="model card name, Hugging Face repo id, card file or config.json")
-    hardware: str | None = Field(None, description="hardware card (one accelerator)")
+    model: str = Field(max_length=1000, pattern=ONE_LINE,
+                       description="model card name, Hugging Face repo id, card file or config.json")
+    hardware: str | None = Field(None, max_length=1000, pattern=ONE_LINE, description="hardware card (one accelerator)")
     system: str | None = Field(None, description="system card (node / supernode); its accelerator is used")
     engine: EngineSettings = Field(default_factory=EngineSettings)
     workload: Workload | None = None
@@ -236,19 +239,9 @@ def plan_json_schema() -> dict:
 
 def read_yaml(path: Path, what: str = "plan") -> tuple[dict, yaml.Node | None]:
     """The YAML mapping in ``path`` and its node tree (for line numbers)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"no {what} file at '{path}'", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}", "check the file") from None
-    try:
-        data = yaml.load(text, Loader=_Loader)
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{path}:{where} is not valid YAML", f"fix the syntax; a {what} file is a YAML mapping") from None
+    from kvplan.inputs import read_yaml as read_bounded
+
+    data, node = read_bounded(path, f"{what} file", with_node=True)
     if not isinstance(data, dict):
         raise InputError(f"{path}: a {what} file must be a YAML mapping", f"see 'kvplan schema' for the {what} keys")
     return data, node
@@ -268,7 +261,7 @@ def describe_errors(path: Path, error: ValidationError, root: type[BaseModel]) -
     where = ".".join(str(p) for p in first["loc"]) or "(file)"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, (dict, list)) else f" (got {got!r})"
+    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, (dict, list)) else f" (got {reprlib.repr(got)})"
     return InputError(f"{path}: {where}: {message}{suffix}", "see 'kvplan schema' for the expected keys and values")
 
 

@@ -97,7 +97,7 @@ def check_plan(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> PlanCheck:
     try:
         produced = registry.evaluate(context, needed + [m for _, m in slo_checks if m])
     except KvplanError as exc:
-        raise type(exc)(f"{planfile.path}: {exc.message}", exc.hint) from None
+        raise exc.prefixed(f"{planfile.path}: ") from None
     values = {k: v for p in produced.values() for k, v in p.values.items()}
     outcomes = [_judge(a, values, produced) for a in planfile.assertions]
     for slo, metric in slo_checks:

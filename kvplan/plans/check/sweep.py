@@ -139,12 +139,25 @@ def grid_json_schema() -> dict:
     return schema
 
 
+MAX_GRID_POINTS = 200_000_000  # 200M points: minutes of work and gigabytes of output; beyond is a typo
+MAX_RANGE_NUM = 10_000_000
+
+
 def load_grid(path: str | Path) -> Grid:
     data, _ = read_yaml(Path(path), "grid")
+    for key, value in (data.items() if isinstance(data, dict) else ()):
+        num = value.get("num") if isinstance(value, dict) else None
+        if isinstance(num, int) and not isinstance(num, bool) and num > MAX_RANGE_NUM:
+            raise InputError(f"{path}: {key}: a range of {num:,} values (at most {MAX_RANGE_NUM:,})",
+                             "use fewer values (num) or a log range")
     try:
-        return Grid.model_validate(data)
+        grid = Grid.model_validate(data)
     except ValidationError as exc:
         raise describe_errors(Path(path), exc, Grid) from None
+    if grid.points > MAX_GRID_POINTS:
+        raise InputError(f"{path}: the grid has {grid.points:,} points, more than the {MAX_GRID_POINTS:,} "
+                         "kvplan evaluates in one sweep", "split the grid or use fewer values per axis")
+    return grid
 
 
 @dataclass

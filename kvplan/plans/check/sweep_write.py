@@ -49,32 +49,19 @@ def write_sweep(result: SweepResult, path: Path | None, *, progress: Callable[[i
     ``result`` may be a :class:`SweepStream`: blocks are then evaluated, written and dropped one
     at a time. Returns the number of rows written.
     """
-    import os
-    import tempfile
+    from kvplan.outputs import OutputSet
 
     fmt = output_format(path)
     if path is None:
         return _write_csv(result, stream, progress)
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise InputError(f"cannot write '{path}': {exc.strerror}", "choose a writable path") from None
-    try:
-        if fmt == "csv":
-            with os.fdopen(fd, "wb") as handle:
-                rows = _write_csv(result, handle, progress)
-        else:
-            os.close(fd)
-            rows = _write_parquet(result, tmp, progress)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write '{path}': {exc.strerror or exc}", "choose a writable path") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return rows
+    rows: list[int] = []
+    outputs = OutputSet()  # umask mode, devices and FIFOs refused, temporary file removed on any failure
+    if fmt == "csv":
+        outputs.add_writer(path, lambda handle: rows.append(_write_csv(result, handle, progress)), binary=True)
+    else:
+        outputs.add_path_writer(path, lambda tmp: rows.append(_write_parquet(result, tmp, progress)))
+    outputs.commit()
+    return rows[0]
 
 
 def _blocks_of(result: SweepResult) -> Iterator[Block]:

@@ -108,12 +108,9 @@ def _number(path: Path, line: int, column: str, text: str) -> float:
 def read_measurements(path: Path, default_tp: int = 1) -> list[Measurement]:
     """Parse a measurements CSV; every error names the file, the line and the column."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError(f"no file at '{path}'", "pass the measurements CSV") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}", "pass a UTF-8 CSV file") from None
+    from kvplan.inputs import TABLE_MAX_BYTES, read_text
+
+    text = read_text(path, "measurements CSV", TABLE_MAX_BYTES, missing="no file at '{path}'")
     reader = csv.DictReader(text.splitlines())
     header = [h.strip() for h in (reader.fieldnames or []) if h is not None]
     reader.fieldnames = header

@@ -66,12 +66,9 @@ class TierSpec:
 
 def read_tiers_file(path: Path) -> list[Tier]:
     """A YAML list of tiers (card schema); errors name the file and the field, with the value."""
-    try:
-        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}", "check the --tiers path") from None
-    except yaml.YAMLError:
-        raise CardError(f"{path}: is not valid YAML", "write a YAML list of tiers (see system_cards/*.yaml)") from None
+    from kvplan.inputs import read_yaml
+
+    data = read_yaml(path, "tiers file")
     if isinstance(data, dict):
         data = data.get("tiers")
     if not isinstance(data, list) or not data:
