@@ -225,8 +225,8 @@ def system_names(extra: tuple[Path, ...] = (), accelerator: str | None = None, w
     out = []
     for path in card_files("system", extra):
         try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-        except (OSError, yaml.YAMLError):
+            data = read_yaml(path, "card")
+        except InputError:
             continue
         if not isinstance(data, dict):
             continue
