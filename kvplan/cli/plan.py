@@ -71,6 +71,7 @@ def plan_command(
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
     concurrency: Annotated[Optional[str], typer.Option("--concurrency", "--max-concurrency", help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list (1,8,32,128) gives the latency-throughput curve.")] = None,
     instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
+    chart: Annotated[Optional[Path], typer.Option("--chart", help="Closed loop: write the latency-throughput curve (PNG).")] = None,
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
     sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate (default: the whole trace, or 10000).")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
@@ -96,12 +97,22 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
+    if chart is not None and (concurrency is None or chart.suffix.lower() != ".png"):
+        from kvplan.errors import InputError
+
+        raise InputError(f"--chart {ascii(str(chart))}: the chart is a PNG of a --concurrency sweep",
+                         "e.g. --concurrency 1,8,32,128 --chart curve.png")
     if concurrency is not None:
         from kvplan.plans.fleet.closed import closed_loop_result
 
         result = closed_loop_result(model, hardware, workload, _tps(concurrency, "--concurrency"), instances=instances,
                                     tps=tps, pps=pps, engine=settings, system=system, requests=sim_requests,
                                     seed=seed, cards=cards_dirs(cards))
+        if chart is not None:
+            from kvplan.report.charts import closed_loop_chart
+
+            closed_loop_chart(chart, result.rows, result.title)
+            result.assumptions.append(f"chart written to {chart.name}")
         emit(result, fmt, output, explain)
         return
     result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=_float_list(scale),

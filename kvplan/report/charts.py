@@ -115,3 +115,26 @@ def latency_chart(path: Path, batches: Sequence[int], step_s: Sequence[float], f
     ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="upper left")
     ax.set_title(title, fontsize=10)
     _save(figure, path)
+
+
+def closed_loop_chart(path: Path, rows: Sequence[dict], title: str) -> None:
+    """The latency–throughput curve of a closed-loop sweep: output tokens/s per GPU against TPOT p50 and TTFT p99.
+
+    One point per concurrency C (labelled), as ``vllm bench serve --max-concurrency`` sweeps plot it.
+    """
+    figure = _figure()
+    ax = figure.add_subplot()
+    x = [r["output_tokens_per_s_per_gpu"] or 0.0 for r in rows]
+    tpot = [(r["tpot_p50_s"] or 0.0) * 1e3 for r in rows]
+    ttft = [(r["ttft_p99_s"] or 0.0) for r in rows]
+    ax.plot(x, tpot, marker="o", color=PALETTE[0], label="TPOT p50 (ms)")
+    for xi, yi, r in zip(x, tpot, rows):
+        ax.annotate(f"C={r['concurrency']}", (xi, yi), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("output tokens/s per GPU")
+    ax.set_ylabel("TPOT p50 (ms)", color=PALETTE[0])
+    other = ax.twinx()
+    other.plot(x, ttft, marker="s", linestyle="--", color=PALETTE[1], label="TTFT p99 (s)")
+    other.set_ylabel("TTFT p99 (s)", color=PALETTE[1])
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    _save(figure, path)

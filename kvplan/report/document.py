@@ -28,7 +28,7 @@ from kvplan.plans.check.curves import context_vs_concurrency, kv_vs_context
 from kvplan.plans.check.run import PlanCheck, check_plan
 from kvplan.plans.check.planfile import PlanFile, load_plan
 from kvplan.report.render import human
-from kvplan.units import format_bytes, format_tokens
+from kvplan.units import format_bytes, format_seconds, format_tokens
 
 
 
@@ -82,13 +82,17 @@ class Document:
     title: str
     intro: list[str]
     verdict: list[str]
+    summary: list[str] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     explain: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
-        out = [f"# {self.title}", "", *self.intro, "", "## Verdict", "", *self.verdict, ""]
+        out = [f"# {self.title}", ""]
+        if self.summary:
+            out += ["## Executive summary", "", *self.summary, ""]
+        out += [*self.intro, "", "## Verdict", "", *self.verdict, ""]
         if self.charts:
             out += ["## Charts", ""]
             for chart in self.charts:
@@ -127,6 +131,7 @@ def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document
         title=f"Capacity report: {planfile.label}",
         intro=_intro(planfile, context, row),
         verdict=_verdict(fit, checked),
+        summary=_summary(plan, produced, row),
     )
     memory = _memory_parts(row)
     doc.charts.append(Chart(
@@ -195,6 +200,41 @@ def _intro(planfile: PlanFile, context, row: dict) -> list[str]:
         lines.append("- Workload: " + ", ".join(p for p in parts if p))
     if plan.slo is not None:
         lines.append("- SLOs: " + ", ".join(f"{k} {v}" for k, v in (("TTFT", plan.slo.ttft), ("TPOT", plan.slo.tpot)) if v))
+    return lines
+
+
+def _summary(plan, produced: dict, row: dict) -> list[str]:
+    """The fleet in five lines: GPUs, instances, the batch to configure, p99 TTFT/TPOT against the SLOs.
+
+    The figures are the aggregated fleet plan's (the ``aggregated`` metrics of the plan file, the same
+    numbers ``kvplan check`` asserts on); without a workload there is no fleet, and no summary.
+    """
+    fleet = produced.get("aggregated")
+    if fleet is None or not fleet.values:
+        return []
+    v, e = fleet.values, plan.engine
+    slo = plan.slo
+
+    def against(name: str, measured: float) -> str:
+        limit = getattr(slo, name, None) if slo is not None else None
+        if not limit:
+            return f"{format_seconds(measured)} (no SLO given)"
+        from kvplan.plans.check.planfile import parse_slo
+
+        stat, limit_s = parse_slo(limit)
+        value = v.get(f"{name}_{stat}_s", measured)
+        ok = value <= limit_s
+        return f"{stat} {format_seconds(value)} against the SLO {limit} ({'met' if ok else 'missed'})"
+
+    lines = [
+        f"- **{v['total_gpus']:,} GPUs**: {v['instances']:,} instance(s) × {e.tensor_parallel_size * e.pipeline_parallel_size}"
+        f" GPUs of {row['hardware']} (tp {e.tensor_parallel_size}, pp {e.pipeline_parallel_size}), {e.name}",
+        f"- Batch to configure: max_num_seqs {v['batch_per_instance']:,} per instance "
+        f"(fleet concurrency {v['fleet_concurrency']:,.1f}); KV per GPU {format_bytes(row['kv_cache_memory_bytes'])}",
+        f"- TTFT: {against('ttft', v['ttft_p99_s'])}",
+        f"- TPOT: {against('tpot', v['tpot_p99_s'])}",
+        f"- Fleet plan feasible: {'yes' if v.get('fleet_feasible') else 'no'}",
+    ]
     return lines
 
 

@@ -423,3 +423,36 @@ def test_every_assumed_vllm_memory_term_is_a_note(invoke):
     logged = invoke(*base, "--gpu-memory", "79.65GiB", "--activation-memory", "1.26GiB", "--non-torch-memory", "3.58GiB",
                     "--cudagraph-memory", "0.36GiB").stderr
     assert not any(word in logged for word in ("activation peak", "non-torch", "CUDA-graph", "GPU memory"))
+
+
+# --- the design-review report opens with the fleet ---------------------------------------------
+
+def test_report_opens_with_an_executive_summary_of_the_checked_fleet(invoke, tmp_path):
+    plan = ROOT / "examples" / "plans" / "llama70b-h100-pass.yaml"
+    out = tmp_path / "report"
+    result = invoke("report", plan, "--out", out)
+    assert result.exit_code == 0, result.stderr
+    text = (out / "report.md").read_text()
+    lines = text.splitlines()
+    assert lines[2] == "## Executive summary"
+    summary = "\n".join(lines[3:10])
+    from kvplan.plans.check import metrics as registry
+    from kvplan.plans.check.planfile import load_plan
+
+    planfile = load_plan(plan)  # the fleet kvplan check asserts on: the summary must be that one
+    fleet = registry.evaluate(registry.PlanContext(planfile.plan, planfile.path.parent, ()))["aggregated"].values
+    assert f"**{fleet['total_gpus']:,} GPUs**: {fleet['instances']} instance(s) × 8 GPUs of h100-sxm" in summary
+    assert fleet["total_gpus"] == fleet["instances"] * 8
+    assert f"max_num_seqs {fleet['batch_per_instance']:,} per instance" in summary
+    assert "TTFT: p99 " in summary and "against the SLO p99<=2s (met)" in summary
+    assert "TPOT: p99 " in summary and "against the SLO p99<=50ms (met)" in summary
+    assert text.index("## Executive summary") < text.index("## Verdict")
+
+
+def test_report_without_a_workload_has_no_fleet_summary(invoke, tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: {name: vllm, max_model_len: 8k}\n"
+                    "assertions:\n  - kv_fits: true\n")
+    result = invoke("report", plan, "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.stderr
+    assert "## Executive summary" not in (tmp_path / "r" / "report.md").read_text()

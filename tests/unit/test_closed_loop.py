@@ -83,3 +83,15 @@ def test_plan_concurrency_list_through_the_cli(invoke):
         assert rows[1][key] > 0, key
     bad = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", "0")
     assert bad.exit_code == 2 and "Error: --concurrency values must be whole numbers >= 1" in bad.stderr
+
+
+def test_closed_loop_chart_is_a_png(invoke, tmp_path):
+    path = tmp_path / "curve.png"
+    res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", "1,8",
+                 "--tp", "1", "--sim-requests", "200", "--chart", path, "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--qps", "1", "--chart",
+                 tmp_path / "x.png")
+    assert bad.exit_code == 2 and "the chart is a PNG of a --concurrency sweep" in bad.stderr
+    assert not (tmp_path / "x.png").exists()
