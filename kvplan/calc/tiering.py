@@ -44,11 +44,16 @@ def load_s(tokens, kv_bytes_per_token_per_gpu: float, read_bytes_per_s: float, l
 
 
 def suffix_prefill_s(cost: ModelCost, machine: Machine, cached_tokens, prompt_tokens, *, tp: int = 1,
-                     overlap_comm: bool = False):
+                     overlap_comm: bool = False, dp: int = 1):
     """Prefill of positions ``a+1 … S`` of one prompt whose first ``a`` tokens' KV is already in HBM.
 
     ``a = 0`` is the whole prefill (equal to :func:`kvplan.calc.roofline.prefill` at batch 1).
     ``a`` is clipped to ``S − 1``: an engine always computes the last prompt token (its logits).
+
+    ``dp > 1``: an instance of ``dp`` attention data-parallel ranks (tp GPUs each), every rank
+    running one such prompt at once (a loaded prefill pool), the MoE layers expert-parallel over
+    the instance (:func:`kvplan.calc.roofline.forward_pass` with ``ep = dp``): the pass carries
+    ``dp × (S − a)`` tokens, per-GPU KV is one rank's, and the time is that of each rank's prompt.
     """
     s = np.asarray(prompt_tokens, dtype=np.float64)
     a = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, np.maximum(s - 1, 0.0))
@@ -56,8 +61,8 @@ def suffix_prefill_s(cost: ModelCost, machine: Machine, cached_tokens, prompt_to
     new = s - a
     kv = new * cost.kv_token_bytes(tp) + cost.kv_sequence_bytes(a, tp) * (a > 0)
     attention = cost.prefill_attention_flops(a, s)
-    return forward_pass(cost, machine, tokens=new, kv_bytes=kv, attention_flops=attention,
-                        lm_head_rows=np.ones_like(s), tp=tp, overlap_comm=overlap_comm).time_s
+    return forward_pass(cost, machine, tokens=dp * new, kv_bytes=kv, attention_flops=dp * attention,
+                        lm_head_rows=dp * np.ones_like(s), tp=tp, ep=dp, overlap_comm=overlap_comm).time_s
 
 
 def recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False):

@@ -20,6 +20,9 @@ from kvplan.units import parse_bandwidth, parse_list, parse_seconds, parse_token
 
 
 
+EP_DPS = (8, 16, 32, 64, 128)  # searched attention-DP sizes with --enable-expert-parallel and no --*-dp
+
+
 def _tps(text: str, flag: str) -> list[int]:
     def one(item: str) -> int:
         if not item.isdigit() or int(item) < 1:
@@ -52,8 +55,27 @@ def pd_command(
     trace_format: TraceFormatOpt = "auto",
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=4s'.")] = "p99<=4s",
     tpot: Annotated[str, typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = "p99<=100ms",
-    prefill_tp: Annotated[str, typer.Option("--prefill-tp", help="Prefill TP sizes to search (one value fixes it).")] = "1,2,4,8",
-    decode_tp: Annotated[str, typer.Option("--decode-tp", help="Decode TP sizes to search (one value fixes it).")] = "1,2,4,8",
+    prefill_tp: Annotated[Optional[str], typer.Option(
+        "--prefill-tp", help="Prefill TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
+    decode_tp: Annotated[Optional[str], typer.Option(
+        "--decode-tp", help="Decode TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
+    prefill_dp: Annotated[Optional[str], typer.Option(
+        "--prefill-dp", help="Prefill attention data-parallel sizes per instance (default 1; with EP "
+                             f"{','.join(map(str, EP_DPS))}).")] = None,
+    decode_dp: Annotated[Optional[str], typer.Option(
+        "--decode-dp", help="Decode attention data-parallel sizes per instance (DeepSeek decode: 144).")] = None,
+    enable_expert_parallel: Annotated[bool, typer.Option(
+        "--enable-expert-parallel", help="Routed experts split over ep = TP × DP ranks in both pools (vLLM).")] = False,
+    ep_redundant_experts: Annotated[int, typer.Option(
+        "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32).")] = 0,
+    placements: Annotated[bool, typer.Option(
+        "--placements", help="Plan the chosen shapes in one scale-up domain, in separate partitions and across "
+                             "domains (rows 'placement: …'), and say which the planner picks.")] = False,
+    checklist: Annotated[bool, typer.Option(
+        "--checklist", help="The engineering checklist: where the KV lives, decode's read per step, swapping, "
+                            "migration, remote-KV tail, does it need a supernode (implies --placements).")] = False,
+    two_batch_overlap: Annotated[bool, typer.Option(
+        "--two-batch-overlap", help="Hide communication behind compute (DeepSeek's dual micro-batch overlap).")] = False,
     prefill_instances: Annotated[Optional[int], typer.Option(
         "--prefill-instances", help="Evaluate this many prefill instances (with --decode-instances) instead of searching.")] = None,
     decode_instances: Annotated[Optional[int], typer.Option("--decode-instances", help="Decode instances to evaluate.")] = None,
@@ -65,6 +87,12 @@ def pd_command(
     link_efficiency: Annotated[Optional[float], typer.Option(
         "--link-efficiency", help="Share of line rate reached (Mooncake RoCE: 0.87).")] = None,
     link_latency: Annotated[Optional[str], typer.Option("--link-latency", help="Fixed latency per transfer, e.g. 20us.")] = None,
+    prefix_cache_tokens: Annotated[Optional[str], typer.Option(
+        "--prefix-cache-tokens", help="Capacity of the prefix-cache tier in tokens (e.g. 50M): the cached prefix "
+                                      "fraction is the trace's LRU prefix hit rate there (--trace with hash_ids).")] = None,
+    prefix_read_bandwidth: Annotated[Optional[str], typer.Option(
+        "--prefix-read-bandwidth", help="Read rate per GPU of the tier serving the cached prefix (DRAM, SSD/3FS, "
+                                        "remote pool), e.g. 6.25GB/s: its load is timed into prefill.")] = None,
     engine: EngineOneOpt = "vllm",
     kv_dtype: Annotated[str, typer.Option(
         "--kv-dtype", "--kv-cache-dtype", help="KV dtype of both pools: auto, bf16, fp16, fp8, int8, int4, fp4.")] = "auto",
@@ -89,6 +117,8 @@ def pd_command(
     """Recommend xPyD (counts and TP per pool) for percentile SLOs, beside the aggregated plan, with sensitivity rows."""
     if trace is not None and any(v is not None for v in (isl, osl)):
         raise InputError("give --trace or --isl/--osl, not both", "a trace carries its own lengths (--qps rescales its rate)")
+    default_tp = "1" if enable_expert_parallel else "1,2,4,8"
+    default_dp = ",".join(map(str, EP_DPS)) if enable_expert_parallel else "1"
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -97,7 +127,13 @@ def pd_command(
     result = plan_pd(
         model, hardware, decode_hardware=decode_hardware, system=system, decode_system=decode_system,
         placement=placement, qps=qps, isl=isl, osl=osl, trace=trace, trace_format=trace_format, arrival_cv=arrival_cv,
-        ttft=ttft, tpot=tpot, prefill_tp=_tps(prefill_tp, "--prefill-tp"), decode_tp=_tps(decode_tp, "--decode-tp"), prefill_instances=prefill_instances,
+        ttft=ttft, tpot=tpot, prefill_tp=_tps(prefill_tp or default_tp, "--prefill-tp"),
+        decode_tp=_tps(decode_tp or default_tp, "--decode-tp"), prefill_instances=prefill_instances,
+        prefill_dp=_tps(prefill_dp or default_dp, "--prefill-dp"), decode_dp=_tps(decode_dp or default_dp, "--decode-dp"),
+        expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts, overlap_comm=two_batch_overlap,
+        placements=placements, checklist=checklist,
+        prefix_read_bandwidth_bytes_per_s=parse_bandwidth(prefix_read_bandwidth) if prefix_read_bandwidth else None,
+        prefix_cache_tokens=parse_tokens(prefix_cache_tokens) if prefix_cache_tokens else None,
         decode_instances=decode_instances, cached_prefix_fraction=cached_prefix_fraction,
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
@@ -105,6 +141,7 @@ def pd_command(
         allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
     fmt = output_format(fmt, output)
+    explain = explain or checklist
     if not result.failed:
         emit(result, fmt, output, explain)
         return

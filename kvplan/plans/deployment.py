@@ -61,6 +61,7 @@ class Parallelism:
     pp: int = 1
     dp: int = 1
     expert_parallel: bool = False
+    redundant_experts: int = 0  # EPLB replicas (vLLM --num-redundant-experts; DeepSeek: 32 in both pools)
 
     @property
     def gpus(self) -> int:
@@ -71,19 +72,40 @@ class Parallelism:
         """Expert-parallel ranks: ``tp × dp`` with ``--enable-expert-parallel``, else 1 (experts split by TP)."""
         return self.tp * self.dp if self.expert_parallel else 1
 
+    def experts_per_gpu(self, card: ModelCard) -> float:
+        """Routed experts one GPU holds per MoE layer: ``(E + R) / ep`` with EP (DeepSeek decode: 288/144 = 2)."""
+        if card.moe is None:
+            return 0.0
+        return (card.moe.num_experts + self.redundant_experts) / self.ep
+
     def check(self, card: ModelCard) -> None:
-        """Whole sizes >= 1; expert parallelism needs routed experts that the EP ranks divide."""
+        """Whole sizes >= 1; expert parallelism needs routed experts that the EP ranks divide.
+
+        With ``R`` redundant experts (EPLB) each rank holds ``(E + R) / ep`` experts, so ``ep``
+        must divide ``E + R`` (DeepSeek's day-6 units: 256 + 32 = 288 over EP32 = 9, EP144 = 2).
+        """
         for flag, value in (("--tp", self.tp), ("--pp", self.pp), ("--dp", self.dp)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InputError(f"{flag} must be a whole number >= 1 (got {value})", "1 turns it off")
+        r = self.redundant_experts
+        if not isinstance(r, int) or isinstance(r, bool) or r < 0:
+            raise InputError(f"--ep-redundant-experts must be a whole number >= 0 (got {r})", "0 turns it off")
+        if r and card.moe is None:
+            raise InputError(f"--ep-redundant-experts: {card.name} is a dense model (no routed experts to replicate)",
+                             "drop --ep-redundant-experts for dense models")
+        if r and not self.expert_parallel:
+            raise InputError("--ep-redundant-experts needs --enable-expert-parallel",
+                             "redundant experts are replicas placed over the expert-parallel ranks")
         if not self.expert_parallel:
             return
         if card.moe is None:
             raise InputError(f"--enable-expert-parallel: {card.name} is a dense model (no routed experts)",
                              "drop --enable-expert-parallel for dense models")
-        if card.moe.num_experts % self.ep:
+        if (card.moe.num_experts + r) % self.ep:
+            extra = f" + {r} redundant" if r else ""
             raise InputError(f"--enable-expert-parallel: ep = tp × dp = {self.ep} does not divide {card.name}'s "
-                             f"{card.moe.num_experts} routed experts", "choose tp × dp that divides the expert count")
+                             f"{card.moe.num_experts}{extra} routed experts",
+                             "choose tp × dp that divides the expert count (or set --ep-redundant-experts)")
 
 
 @dataclass(frozen=True)
@@ -184,7 +206,7 @@ class Deployment:
     def _machine(self) -> tuple[Machine, tuple[str, ...]]:
         cost = self.cost
         machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
-                                         self.engine.efficiencies, self.tp)
+                                         self.engine.efficiencies, self.tp * self.parallel.dp)
         return machine, tuple(notes)
 
     @property
@@ -280,10 +302,11 @@ def _check_settings(s: EngineSettings) -> None:
 
 
 def _ep_weights(card: ModelCard, profile: EngineProfile, s: EngineSettings, par: Parallelism) -> float | None:
-    """Weights per GPU with expert parallelism: ``(W − E) / (tp × pp) + E / (ep × pp)``; None without EP.
+    """Weights per GPU with expert parallelism: ``(W − E) / (tp × pp) + E × (1 + R/n_e) / (ep × pp)``; None without EP.
 
-    E = all routed experts' bytes (``moe_layers × experts × expert bytes``, the roofline's figure);
-    the rest (attention, dense layers, embeddings) is split by TP and replicated over DP.
+    E = all routed experts' bytes (``moe_layers × experts × expert bytes``, the roofline's figure),
+    n_e the routed experts, R the redundant replicas (each rank holds (n_e + R)/ep experts); the
+    rest (attention, dense layers, embeddings) is split by TP and replicated over DP.
     """
     if not par.expert_parallel:
         return None
@@ -293,4 +316,5 @@ def _ep_weights(card: ModelCard, profile: EngineProfile, s: EngineSettings, par:
     cost = model_cost(card, profile, s.weights_dtype, s.kv_dtype, tps=(par.tp,))
     experts = cost.moe_layers * cost.num_experts * cost.expert_weight_bytes
     total = weight_bytes(card, s.weights_dtype, serving_dtype(card.dtype, profile))
-    return max(total - experts, 0.0) / (par.tp * par.pp) + experts / (par.ep * par.pp)
+    replicas = 1.0 + par.redundant_experts / cost.num_experts if cost.num_experts else 1.0
+    return max(total - experts, 0.0) / (par.tp * par.pp) + experts * replicas / (par.ep * par.pp)

@@ -150,12 +150,40 @@ def _from_trace(trace: Trace, qps: float | None, arrival_cv: float | None) -> PD
                       float(isl.max()), str(trace.source), tuple(notes), float(np.percentile(trace.osl, 99)))
 
 
+def trace_hit_fraction(trace, cache_tokens: float, given: float) -> tuple[float, str]:
+    """The cached-prefix share from a block trace's LRU prefix hit curve at a cache of ``cache_tokens``.
+
+    :func:`kvplan.workload.reuse.reuse_profile`: the share of prompt blocks that hit with every earlier
+    block of their request (vLLM / SGLang prefix semantics) in an LRU cache of ⌊C / block⌋ blocks.
+    """
+    if trace is None:
+        raise InputError("--prefix-cache-tokens reads the hit curve of a trace", "give --trace FILE with hash_ids, "
+                         "or --cached-prefix-fraction for a share you know")
+    if given:
+        raise InputError("give --cached-prefix-fraction or --prefix-cache-tokens, not both",
+                         "--prefix-cache-tokens derives the fraction from the trace")
+    if not cache_tokens > 0:
+        raise InputError(f"--prefix-cache-tokens must be > 0 (got {cache_tokens})", "e.g. 100M tokens")
+    from kvplan.workload.reuse import capacity_blocks, reuse_profile
+
+    profile = reuse_profile(trace)
+    rate = float(profile.prefix_hit_rate(capacity_blocks(cache_tokens, profile.block_tokens)))
+    fraction = min(rate, 0.999)
+    return fraction, (f"cached prefix fraction {fraction:.3g}: the trace's LRU prefix hit rate at a cache of "
+                      f"{cache_tokens:,.0f} tokens ({profile.block_tokens}-token blocks, {profile.unique_blocks:,} "
+                      "distinct)")
+
+
 # --------------------------------------------------------------------------- per-side models
 
 
 @dataclass
 class PrefillModel:
-    """One prefill instance of ``tp`` GPUs: service time per ISL bin and its KV budget per GPU."""
+    """One prefill instance of ``tp × dp`` GPUs: service time per ISL bin and its KV budget per GPU.
+
+    With attention data parallelism each of the ``dp`` ranks runs its own prompt: the instance
+    is ``dp`` servers of the prefill queue (``servers``), each with the service time ``service_s``.
+    """
 
     tp: int
     service_s: np.ndarray
@@ -163,6 +191,11 @@ class PrefillModel:
     kv_budget_bytes_per_gpu: float
     weights_bytes_per_gpu: float
     prompt_fits: bool
+    dp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
 
     @property
     def mean_s(self) -> float:
@@ -176,18 +209,28 @@ class PrefillModel:
 
 @dataclass
 class DecodeModel:
-    """One decode instance of ``tp`` GPUs: step time per batch, KV per request, KV budget per GPU."""
+    """One decode instance of ``tp × dp`` GPUs: step time per batch, KV per request, KV budget per GPU.
+
+    ``batch`` counts the instance's sequences (spread evenly over its ``dp`` attention ranks, so
+    per-GPU KV figures are a rank's share: ``kv_request_bytes_per_gpu`` and the staging figure are
+    per request ÷ dp); ``max_num_seqs`` is the engine cap × dp (one engine core per DP rank).
+    """
 
     tp: int
-    batch: np.ndarray          # 1 … batch cap
+    batch: np.ndarray          # dp, 2 dp, … batch cap (one sequence per rank and up)
     step_s: np.ndarray
     kv_budget_bytes_per_gpu: float
     weights_bytes_per_gpu: float
-    kv_request_bytes_per_gpu: float     # mean over a request's decode life
-    kv_longest_bytes_per_gpu: float     # the longest request at its last token
-    receive_bytes_per_gpu: np.ndarray   # per ISL bin: what one request lands on each GPU
+    kv_request_bytes_per_gpu: float     # mean over a request's decode life, a rank's share
+    kv_longest_bytes_per_gpu: float     # the longest request at its last token, on its rank
+    receive_bytes_per_gpu: np.ndarray   # per ISL bin: what one request lands on each GPU of its rank
     context: float
     max_num_seqs: int
+    dp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
 
     def step_at(self, b) -> np.ndarray:
         """Step time at a (continuous) batch b: linear between the tabulated integers, T(1) below 1."""
@@ -211,15 +254,23 @@ class TransferModel:
     notes: tuple[str, ...] = field(default=())
 
 
-def prefill_service_s(cost: ModelCost, machine, isl, cached_fraction: float, tp: int) -> np.ndarray:
-    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each)."""
+def prefill_service_s(cost: ModelCost, machine, isl, cached_fraction: float, tp: int, dp: int = 1,
+                      overlap_comm: bool = False) -> np.ndarray:
+    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each, one per DP rank)."""
     s = np.asarray(isl, dtype=np.float64)
-    return suffix_prefill_s(cost, machine, np.floor(cached_fraction * s), s, tp=tp)
+    return suffix_prefill_s(cost, machine, np.floor(cached_fraction * s), s, tp=tp, dp=dp, overlap_comm=overlap_comm)
 
 
-def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: int) -> tuple[np.ndarray, np.ndarray]:
-    batch = np.arange(1, max(batch_cap, 1) + 1, dtype=np.float64)
-    return batch, decode_step(cost, machine, batch, context, tp=tp).time_s
+def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: int, dp: int = 1,
+                 overlap_comm: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Step time at instance batches ``dp × j``, j = 1 … ⌈cap/dp⌉ (j sequences on every attention rank).
+
+    dp = 1 is every batch 1 … cap. The roofline runs the ``dp`` ranks as ``ep = dp`` (attention data
+    parallel, experts over the instance; :func:`kvplan.calc.roofline.decode_step`).
+    """
+    per_rank = max(math.ceil(max(batch_cap, 1) / dp), 1)
+    batch = dp * np.arange(1, per_rank + 1, dtype=np.float64)
+    return batch, decode_step(cost, machine, batch, context, tp=tp, ep=dp, overlap_comm=overlap_comm).time_s
 
 
 def transfer_model(receive_bytes_per_gpu: np.ndarray, decode_tp: int, prefill_tp: int, prefill_s: np.ndarray,

@@ -31,16 +31,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import numpy as np
+
+from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans import deployment
-from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism
+from kvplan.plans.deployment import Deployment, EngineSettings
 from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
 from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
                                   same_place)
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
-                                   as_length, transfer_model, valid_tps, workload_from_inputs)
+                                   as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
+from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
 from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row, verdict
 from kvplan.plans.pd.search import PairModel, Point
 from kvplan.result import Result
@@ -59,11 +63,19 @@ PDSettings = EngineSettings
 
 @dataclass
 class Pool:
-    """One side: its cards and one resolved :class:`Deployment` per usable TP (KV pool, cost, machine)."""
+    """One side: its cards and one resolved :class:`Deployment` per usable shape (TP × DP; KV pool, cost, machine)."""
 
     side: Side
-    tps: list[int]
-    deployments: dict[int, Deployment]
+    shapes: list[Shape]
+    deployments: dict[Shape, Deployment]
+
+    @property
+    def tps(self) -> list[int]:
+        return sorted({s.tp for s in self.shapes})
+
+    @property
+    def node(self) -> int:
+        return node_size(self.side)
 
 
 @dataclass
@@ -78,20 +90,38 @@ class Setup:
     override: LinkOverride
     cached_fraction: float
     notes: list[str] = field(default_factory=list)
+    overlap_comm: bool = False
+    prefix_read_bytes_per_s: float | None = None
 
 
 @dataclass
 class Candidate:
-    tp_p: int
-    tp_d: int
+    shape_p: Shape
+    shape_d: Shape
     link: PathLink
     pair: PairModel
     point: Point
     capacity_per_s: float = math.nan
 
     @property
+    def tp_p(self) -> int:
+        return self.shape_p.tp
+
+    @property
+    def tp_d(self) -> int:
+        return self.shape_d.tp
+
+    @property
+    def gpus_p(self) -> int:
+        return self.shape_p.gpus
+
+    @property
+    def gpus_d(self) -> int:
+        return self.shape_d.gpus
+
+    @property
     def total_gpus(self) -> int:
-        return self.point.x * self.tp_p + self.point.y * self.tp_d
+        return self.point.x * self.gpus_p + self.point.y * self.gpus_d
 
 
 @dataclass
@@ -116,18 +146,46 @@ def plan_pd(
     link_bandwidth_bytes_per_s: float | None = None, link_efficiency: float | None = None,
     link_latency_s: float | None = None, settings: PDSettings = PDSettings(), aggregated: bool = True,
     sensitivity: bool = True, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
+    prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
+    redundant_experts: int = 0, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
+    prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
 ) -> Result:
     """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
     if isinstance(trace, (str, Path)):
         trace = read_trace(trace, trace_format=trace_format)
     workload = workload_from_inputs(qps, isl, osl, arrival_cv, trace)
+    hit_note = None
+    if prefix_cache_tokens is not None:
+        cached_prefix_fraction, hit_note = trace_hit_fraction(trace, prefix_cache_tokens, cached_prefix_fraction)
+    layout = (list(prefill_dp), list(decode_dp), bool(expert_parallel), redundant_experts)
     setup = _setup(model, hardware, decode_hardware, system, decode_system, placement, ttft, tpot, prefill_tp,
                    decode_tp, cached_prefix_fraction, LinkOverride(link_bandwidth_bytes_per_s, link_efficiency,
                                                                   link_latency_s), settings, workload,
-                   allow_long_context, cards)
+                   allow_long_context, cards, layout)
+    setup.overlap_comm = bool(overlap_comm)
+    if hit_note:
+        setup.notes.append(hit_note)
+    if prefix_read_bandwidth_bytes_per_s is not None:
+        if not prefix_read_bandwidth_bytes_per_s > 0:
+            raise InputError(f"--prefix-read-bandwidth must be > 0 (got {prefix_read_bandwidth_bytes_per_s})",
+                             "the cache tier's read rate per GPU, e.g. 6.25GB/s")
+        setup.prefix_read_bytes_per_s = float(prefix_read_bandwidth_bytes_per_s)
+        setup.notes.append(f"cached prefix loaded from its tier at {prefix_read_bandwidth_bytes_per_s / 1e9:g} GB/s per "
+                           "GPU, layer by layer ahead of the suffix prefill: the part not hidden behind it is added "
+                           "to the prefill service time")
+    if overlap_comm:
+        setup.notes.append("two-batch overlap: communication (TP all-reduce, EP dispatch/combine) hidden behind "
+                           "compute, step = max(kernels, comm) + overhead (DeepSeek day 6: 'dual-batch overlap')")
     fixed = _fixed(prefill_instances, decode_instances, setup)
     base = _plan(setup, workload, setup.override, fixed)
     rows = [_row(setup, workload, base, "base")]
+    if (placements or checklist) and base.best is not None:
+        from kvplan.plans.pd.placement import placement_rows
+
+        extra, placement_notes = placement_rows(setup, workload, base.best, _models, Candidate, pd_row, _unit)
+        setup.notes.extend(placement_notes)
+    else:
+        extra = []
     agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
                                  allow_long_context) if aggregated else None
     if agg is not None:
@@ -141,8 +199,15 @@ def plan_pd(
             if scaled.isl_max + scaled.osl_max > setup.card.max_context >= workload.isl_max + workload.osl_max:
                 setup.notes.append(f"sensitivity {name}: the longest request ({scaled.isl_max + scaled.osl_max:,.0f} "
                                    f"tokens) exceeds {setup.card.name}'s max_context; planned as if it were extended")
+    rows.extend(extra)
     notes = list(dict.fromkeys([*workload.notes, *setup.notes, *base.notes, *(agg.notes if agg else ())]))
     explain = explain_plan(setup, workload, base, rows)
+    if checklist:
+        from kvplan.plans.pd.checklist import checklist as answer
+
+        lines, figures = answer(setup, workload, base, rows, _models)
+        explain += ["checklist (seed §10):", *lines]
+        rows[0]["checklist"] = figures
     text, failed = verdict(setup, rows[0], agg.row if agg else None, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
@@ -162,7 +227,8 @@ def _fleet_workload(trace: Trace | None, qps, isl, osl, arrival_cv) -> FleetWork
 
 
 def _setup(model, hardware, decode_hardware, system, decode_system, placement, ttft, tpot, prefill_tp, decode_tp,
-           cached_fraction, override, settings, workload: PDWorkload, allow_long_context, cards) -> Setup:
+           cached_fraction, override, settings, workload: PDWorkload, allow_long_context, cards,
+           layout=([1], [1], False, 0)) -> Setup:
     card = model if isinstance(model, ModelCard) else load_model(model, cards)
     if placement not in PLACEMENTS:
         raise InputError(f"unknown placement '{placement}'", f"choose one of: {', '.join(PLACEMENTS)}")
@@ -187,50 +253,59 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
         if decode_hardware is not None or decode_system is not None else p_side
     notes: list[str] = list(dict.fromkeys(side.assumed for side in (p_side, d_side) if side.assumed))
     pools, resolved = [], {}  # resolved: (side, tp) -> Deployment, shared by both pools on one side
-    for side, tps, what in ((p_side, prefill_tp, "prefill"), (d_side, decode_tp, "decode")):
-        pools.append(_pool(card, side, list(tps), settings, what, longest, notes, resolved))
+    dps_p, dps_d, ep, redundant = layout
+    for side, tps, dps, what in ((p_side, prefill_tp, dps_p, "prefill"), (d_side, decode_tp, dps_d, "decode")):
+        pools.append(_pool(card, side, list(tps), list(dps), ep, redundant, settings, what, notes, resolved))
     setup = Setup(card, pools[0], pools[1], parse_slo("ttft", ttft), parse_slo("tpot", tpot), settings, placement,
                   override, cached_fraction, notes + late_notes)
     notes.extend(_standard_notes(setup))
     return setup
 
 
-def _pool(card, side: Side, tps: list[int], s: PDSettings, what: str, longest: float, notes: list,
-          cache: dict) -> Pool:
+def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: bool, redundant: int, s: PDSettings,
+          what: str, notes: list, cache: dict) -> Pool:
     for t in tps:
         if not isinstance(t, int) or t < 1:
             raise InputError(f"--{what}-tp values must be whole numbers >= 1 (got {t})", "e.g. --prefill-tp 1,2,4,8")
-    ok, dropped = valid_tps(card, tps, side.scale_up_domain, what)
+    shapes, dropped = pool_shapes(card, side, tps, dps, expert_parallel, redundant, what)
     notes.extend(dropped)
-    if not ok:
+    if not shapes:
         raise InputError(f"no usable {what} TP among {tps} for {card.name} on {side.name}",
                          "; ".join(dropped) or "pass other --tp values")
+    ok = shapes
     where = (side.hardware.name, side.name)
     for t in ok:
         if (where, t) not in cache:
             cache[where, t] = deployment.resolve(card, side.hardware, system=side.system, engine=s,
-                                                 parallel=Parallelism(tp=t))
+                                                 parallel=t.parallelism())
     resolved = {t: cache[where, t] for t in ok}
     for dep in resolved.values():
         notes.extend(dep.notes)
     deps = {t: dep for t, dep in resolved.items() if not dep.pool.empty}
     if not deps:
         worst = resolved[ok[-1]]
-        wider = (f"TP {', '.join(str(t) for t in tps if t not in ok)} exceed(s) {side.name}'s scale-up domain "
+        ok_tps = {t.tp for t in ok}
+        moe = card.moe is not None and not expert_parallel
+        wider = (f"TP {', '.join(str(t) for t in tps if t not in ok_tps)} exceed(s) {side.name}'s scale-up domain "
                  f"({side.scale_up_domain:g}): give a --{'decode-' if what == 'decode' else ''}system card with a "
-                 "larger domain, " if len(ok) < len(tps) else "use larger TPs (a scale-up domain that holds them), ")
+                 "larger domain, " if len(ok_tps) < len(tps) else "use larger TPs (a scale-up domain that holds them), ")
+        if moe:
+            wider += "split the experts (--enable-expert-parallel with --prefill-dp/--decode-dp), "
+        at = f"at {worst.parallel.tp}×{worst.parallel.dp}" if worst.parallel.dp > 1 else f"at tp={worst.tp}"
         raise InfeasibleError(
-            f"{card.name} does not fit the {what} hardware {side.hardware.name} at any TP in {ok}: at tp="
-            f"{worst.tp} the weights take {format_bytes(worst.memory.weights_bytes_per_gpu)} per GPU of "
+            f"{card.name} does not fit the {what} hardware {side.hardware.name} at any "
+            f"{'shape in ' + str([x.label() for x in ok]) if any(x.dp > 1 for x in ok) else 'TP in ' + str(sorted(ok_tps))}"
+            f": {at} the weights take {format_bytes(worst.memory.weights_bytes_per_gpu)} per GPU of "
             f"{format_bytes(worst.memory.gpu_memory_bytes)} and leave no KV memory",
             f"{wider}quantise the weights (--weights-dtype fp8), or choose a GPU with more memory")
     for t, dep in resolved.items():
         if t not in deps:
-            notes.append(f"{what} tp={t} skipped: the weights ({format_bytes(dep.memory.weights_bytes_per_gpu)} per "
-                         f"GPU) leave no KV memory on {side.hardware.name}")
-    tps_ok = sorted(deps)
-    notes.extend(deps[max(tps_ok)].machine_notes)
-    return Pool(side, tps_ok, {t: deps[t] for t in tps_ok})
+            notes.append(f"{what} {t.label() if t.dp > 1 or t.expert_parallel else f'tp={t.tp}'} skipped: the weights "
+                         f"({format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU) leave no KV memory on "
+                         f"{side.hardware.name}")
+    ok_shapes = sorted(deps)
+    notes.extend(deps[max(ok_shapes)].machine_notes)
+    return Pool(side, ok_shapes, {t: deps[t] for t in ok_shapes})
 
 
 def _fixed(prefill_instances, decode_instances, setup: Setup) -> tuple[int, int] | None:
@@ -241,8 +316,8 @@ def _fixed(prefill_instances, decode_instances, setup: Setup) -> tuple[int, int]
                          "give both to evaluate one xPyD, or neither to search")
     if prefill_instances < 1 or decode_instances < 1:
         raise InputError(f"instance counts must be >= 1 (got {prefill_instances}P{decode_instances}D)")
-    if len(setup.prefill.tps) != 1 or len(setup.decode.tps) != 1:
-        raise InputError("evaluating a fixed xPyD needs one --prefill-tp and one --decode-tp",
+    if len(setup.prefill.shapes) != 1 or len(setup.decode.shapes) != 1:
+        raise InputError("evaluating a fixed xPyD needs one --prefill-tp and one --decode-tp (and one DP each)",
                          "e.g. --prefill-tp 4 --decode-tp 8 --prefill-instances 3 --decode-instances 1")
     return int(prefill_instances), int(decode_instances)
 
@@ -267,29 +342,44 @@ def _standard_notes(setup: Setup) -> list[str]:
 # --------------------------------------------------------------------------- the search
 
 
-def _models(setup: Setup, workload: PDWorkload):
+def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | None = None):
+    """Prefill and decode models per shape (``machine_of(dep)`` replaces the deployment's machine: placements;
+    ``only`` = (prefill shape, decode shape) restricts to one pair)."""
     s = setup.settings
+    machine_of = machine_of or (lambda dep: dep.machine)
     prefill = {}
-    for tp, dep in setup.prefill.deployments.items():
-        pool = dep.pool.bytes_per_gpu
-        service = prefill_service_s(dep.cost, dep.machine, workload.isl, setup.cached_fraction, tp)
+    ov = setup.overlap_comm
+    for shape, dep in setup.prefill.deployments.items():
+        if only is not None and shape != only[0]:
+            continue
+        pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
+        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov)
+        if setup.prefix_read_bytes_per_s and setup.cached_fraction:
+            load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
+                / setup.prefix_read_bytes_per_s
+            service = service + exposed_transfer_s(load, service, setup.card.num_layers)
         fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
-        prefill[tp] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits)
+        prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
+                                      dp)
     decode = {}
     context = workload.isl_mean + workload.osl_mean / 2
-    for tp, dep in setup.decode.deployments.items():
-        pool, layout = dep.pool.bytes_per_gpu, dep.layout
+    for shape, dep in setup.decode.deployments.items():
+        if only is not None and shape != only[1]:
+            continue
+        pool, layout, tp, dp = dep.pool.bytes_per_gpu, dep.layout, shape.tp, shape.dp
         per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
                              * workload.weights).sum())
         longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
         cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
-        batch, step = decode_table(dep.cost, dep.machine, tp, context, max(cap, 1))
-        decode[tp] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request, longest,
-                                 layout.sequence_bytes(workload.isl, per_gpu=True), context, s.max_num_seqs)
+        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov)
+        decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
+                                    longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
+                                    s.max_num_seqs * dp, dp)
     return prefill, decode
 
 
 def _kinds(setup: Setup, fixed, tp_p: int, tp_d: int) -> list[str]:
+    """Paths to try for a pair (``tp_p``/``tp_d``: GPUs per prefill / decode instance)."""
     p, d = setup.prefill.side, setup.decode.side
     if setup.placement != "auto":
         return [path_kind(setup.placement, p, d, 0)]
@@ -318,7 +408,8 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
     prefill, decode = _models(setup, workload)
     candidates, failures, link_errors = [], [], []
     layers = setup.card.num_layers
-    for tp_p, tp_d in itertools.product(setup.prefill.tps, setup.decode.tps):
+    for shape_p, shape_d in itertools.product(setup.prefill.shapes, setup.decode.shapes):
+        tp_p, tp_d = shape_p.gpus, shape_d.gpus
         for kind in _kinds(setup, fixed, tp_p, tp_d):
             try:
                 link = resolve_link(kind, setup.prefill.side, setup.decode.side, override)
@@ -327,12 +418,12 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
                     raise
                 link_errors.append(exc)
                 continue
-            pm, dm = prefill[tp_p], decode[tp_d]
-            transfer = transfer_model(dm.receive_bytes_per_gpu, tp_d, tp_p, pm.service_s, layers,
+            pm, dm = prefill[shape_p], decode[shape_d]
+            transfer = transfer_model(dm.receive_bytes_per_gpu, shape_d.tp, shape_p.tp, pm.service_s, layers,
                                       link.bandwidth_bytes_per_s, link.latency_s)
             pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot)
             if fixed is not None:
-                candidates.append(Candidate(tp_p, tp_d, link, pair, pair.evaluate(*fixed)))
+                candidates.append(Candidate(shape_p, shape_d, link, pair, pair.evaluate(*fixed)))
                 break
             point, reason = pair.search()
             if point is None:
@@ -341,7 +432,7 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
             if setup.placement == "auto" and not _in_scope(kind, _unit(point.x, point.y, tp_p, tp_d),
                                                            setup.prefill.side):
                 continue  # the xPyD unit does not fit this path's scope: plan again over the slower path
-            candidates.append(Candidate(tp_p, tp_d, link, pair, point))
+            candidates.append(Candidate(shape_p, shape_d, link, pair, point))
             break
     if not candidates and not failures and link_errors:
         raise link_errors[0]
@@ -356,9 +447,9 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
         tied = [c for c in ok if c.total_gpus == fewest]
         for c in tied:
             c.capacity_per_s = c.pair.capacity_per_s(c.point.x, c.point.y)
-        best = max(tied, key=lambda c: (c.capacity_per_s, -c.tp_p - c.tp_d))
+        best = max(tied, key=lambda c: (c.capacity_per_s, -c.gpus_p - c.gpus_d))
         notes = list(best.link.notes)
-        unit = _unit(best.point.x, best.point.y, best.tp_p, best.tp_d)
+        unit = _unit(best.point.x, best.point.y, best.gpus_p, best.gpus_d)
         if setup.placement != "auto" and not _in_scope(best.link.kind, unit, setup.prefill.side):
             notes.append(f"--placement {setup.placement}: one {best.point.x}P{best.point.y}D unit needs {unit} GPUs, "
                          f"more than {setup.prefill.side.name} joins over its {best.link.kind} link; planned as asked")

@@ -20,7 +20,8 @@ from kvplan.units import format_bytes, format_seconds
 STATS = ("mean", "p50", "p90", "p95", "p99")
 ROW_KEYS = [
     "scenario", "mode", "model", "prefill_hardware", "decode_hardware", "xpyd", "prefill_instances",
-    "decode_instances", "prefill_tp", "decode_tp", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
+    "decode_instances", "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
+    "prefill_nodes", "decode_nodes", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
     "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
     "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
     "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s", "decode_batch_mean",
@@ -29,6 +30,7 @@ ROW_KEYS = [
     "tpot_slo", "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
     "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
     "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason",
+    "placement", "placement_fits", "placement_picked", "placement_reason", "checklist",
 ]
 NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "decode KV capacity",
          "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
@@ -38,7 +40,9 @@ NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "
 
 
 def pd_columns(setup) -> list[str]:
-    return ["scenario", "mode", "xpyd", "prefill_tp", "decode_tp", "total_gpus", "link_kind", "kv_transfer_s",
+    wide = [k for k in ("prefill_dp", "decode_dp", "prefill_nodes", "decode_nodes")
+            if any(x.dp > 1 for x in (*setup.prefill.shapes, *setup.decode.shapes))]
+    return ["scenario", "mode", "xpyd", "prefill_tp", "decode_tp", *wide, "total_gpus", "link_kind", "kv_transfer_s",
             f"ttft_{setup.ttft.stat}_s", f"tpot_{setup.tpot.stat}_s", "goodput_per_gpu", "feasible",
             "binding_constraint"]
 
@@ -98,12 +102,15 @@ def pd_row(setup, workload, cand, scenario: str) -> dict:
     row = _blank(setup, workload, scenario, "disaggregated")
     total = cand.total_gpus
     r_p, r_d = pair.prefill_rate_alone(), pair.decode_rate_alone()
-    ux, uy, _ = rate_matched_xpyd(r_p, r_d, cand.tp_p, cand.tp_d)
+    ux, uy, _ = rate_matched_xpyd(r_p, r_d, cand.gpus_p, cand.gpus_d)
     if math.isnan(cand.capacity_per_s):
         cand.capacity_per_s = pair.capacity_per_s(p.x, p.y)
     row.update({
         "xpyd": f"{p.x}P{p.y}D", "prefill_instances": p.x, "decode_instances": p.y, "prefill_tp": cand.tp_p,
-        "decode_tp": cand.tp_d, "prefill_gpus": p.x * cand.tp_p, "decode_gpus": p.y * cand.tp_d, "total_gpus": total,
+        "decode_tp": cand.tp_d, "prefill_dp": cand.shape_p.dp, "decode_dp": cand.shape_d.dp,
+        "prefill_ep": cand.shape_p.ep, "decode_ep": cand.shape_d.ep,
+        "prefill_nodes": p.x * cand.gpus_p / setup.prefill.node, "decode_nodes": p.y * cand.gpus_d / setup.decode.node,
+        "prefill_gpus": p.x * cand.gpus_p, "decode_gpus": p.y * cand.gpus_d, "total_gpus": total,
         "link_kind": link.kind, "link": link.name, "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
         "link_latency_s": link.latency_s, "links_per_transfer": t.links,
         "kv_transfer_bytes": _weighted(t.bytes, workload), "kv_transfer_s": _weighted(t.transfer_s, workload),
@@ -117,8 +124,8 @@ def pd_row(setup, workload, cand, scenario: str) -> dict:
         **{f"ttft_{s}_s": _num(v.get(f"ttft_{s}_s")) for s in STATS},
         **{f"tpot_{s}_s": _num(v.get(f"tpot_{s}_s")) for s in STATS},
         "goodput_per_gpu": workload.rate_per_s / total if p.ok else 0.0,
-        "capacity_per_gpu": cand.capacity_per_s / total, "prefill_goodput_per_gpu": r_p / cand.tp_p,
-        "decode_goodput_per_gpu": r_d / cand.tp_d, "rate_matched_xpyd": f"{ux}P{uy}D" if ux else None,
+        "capacity_per_gpu": cand.capacity_per_s / total, "prefill_goodput_per_gpu": r_p / cand.gpus_p,
+        "decode_goodput_per_gpu": r_d / cand.gpus_d, "rate_matched_xpyd": f"{ux}P{uy}D" if ux else None,
         "feasible": p.ok,
         "prefill_binding": (pair.evaluate(p.x - 1, p.y, full=False).failures or ["none"])[0] if p.x > 1 else None,
         "decode_binding": _decode_binding(pair, p),
@@ -186,7 +193,12 @@ def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow
     fleet_workload = replace(fleet_workload, arrival_scv=workload.arrival_scv)
     s = setup.settings
     plans, errors = [], []
-    for tp, dep in setup.prefill.deployments.items():
+    for shape, dep in setup.prefill.deployments.items():
+        tp = shape.tp
+        if shape.dp > 1 or shape.expert_parallel:
+            errors.append(f"aggregated alternative at {shape.label()} not planned: the fleet model plans TP "
+                          "instances (no attention DP / EP)")
+            continue
         try:
             plans.append(plan_fleet(dep, fleet_workload, [setup.ttft, setup.tpot],
                                     allow_long_context=allow_long_context))
@@ -242,10 +254,19 @@ def verdict(setup, pd: dict, agg: dict | None, outcome, fixed: bool = False) -> 
     return text, failed
 
 
+def _shape_text(row: dict, pool: str) -> str:
+    """'TP4', or 'TP1×DP32 EP32, 136 nodes' for attention-DP / EP pools."""
+    tp, dp, ep = row[f"{pool}_tp"], row.get(f"{pool}_dp") or 1, row.get(f"{pool}_ep") or 1
+    if dp == 1 and ep == 1:
+        return f"TP{tp}"
+    return f"TP{tp}×DP{dp}" + (f" EP{ep}" if ep > 1 else "") + f", {row[f'{pool}_nodes']:g} nodes"
+
+
 def _compare(setup, pd: dict, agg: dict | None) -> tuple[str, bool]:
     slos = f"{slo_text(setup.ttft)}, {slo_text(setup.tpot)}"
     if pd["feasible"]:
-        what = (f"disaggregated {pd['xpyd']} (prefill TP{pd['prefill_tp']}, decode TP{pd['decode_tp']}, KV over the "
+        what = (f"disaggregated {pd['xpyd']} (prefill {_shape_text(pd, 'prefill')}, decode {_shape_text(pd, 'decode')}, "
+                f"KV over the "
                 f"{PATH_NAMES[pd['link_kind']]}) needs {pd['total_gpus']} GPUs, "
                 f"{pd['goodput_per_gpu']:.3g} req/s per GPU; binding: {NAMES.get(pd['binding_constraint'])}")
     else:
@@ -312,15 +333,18 @@ def explain_plan(setup, workload, outcome, rows) -> list[str]:
         f"staging = (λ/y)·E[transfer × bytes per GPU] = {_bytes(v.get('decode_staging_bytes_per_gpu'))} per GPU; KV "
         f"used = b × KV per request + staging = {_bytes(v.get('decode_kv_used_bytes_per_gpu'))} of "
         f"{_bytes(dm.kv_budget_bytes_per_gpu)}",
-        f"prefill pool x = {p.x}: utilisation λ·E[S]/x = {_g(v.get('prefill_utilization'), '.3g')}; "
-        f"TTFT = W(M/G/{p.x}) + S + exposed + first step {_sec(v.get('first_decode_step_s'))} + link wait "
+        f"prefill pool x = {p.x} ({p.x * pm.dp} servers: one prompt per attention-DP rank): utilisation "
+        f"λ·E[S]/(x·dp) = {_g(v.get('prefill_utilization'), '.3g')}; "
+        f"TTFT = W(M/G/{p.x * pm.dp}) + S + exposed + first step {_sec(v.get('first_decode_step_s'))} + link wait "
         f"{_sec(v.get('link_wait_s'))} → TTFT {setup.ttft.stat} = {_sec(v.get(f'ttft_{setup.ttft.stat}_s'))} (limit "
         f"{_sec(setup.ttft.limit_s)})",
-        f"link utilisation = λ·E[bytes] / (min({p.x}×{c.tp_p}, {p.y}×{c.tp_d}) GPUs × bw) = "
+        f"link utilisation = λ·E[bytes] / (min({p.x}×{c.gpus_p}, {p.y}×{c.gpus_d}) GPUs × bw) = "
         f"{_g(v.get('link_utilization'), '.3g')}",
         f"per GPU alone: prefill {_g(row['prefill_goodput_per_gpu'], '.4g')} req/s (TTFT = wait + prefill), decode "
         f"{_g(row['decode_goodput_per_gpu'], '.4g')} req/s (TPOT) → rate-matched unit {row['rate_matched_xpyd']}",
-        f"{p.x}P{p.y}D = {p.x}×{c.tp_p} + {p.y}×{c.tp_d} = {c.total_gpus} GPUs; capacity within the SLOs "
+        f"{p.x}P{p.y}D = {p.x}×{c.gpus_p} + {p.y}×{c.gpus_d} = {c.total_gpus} GPUs ({c.shape_p.label()} prefill, "
+        f"{c.shape_d.label()} decode; {row['prefill_nodes']:g} + {row['decode_nodes']:g} nodes of "
+        f"{setup.prefill.node}/{setup.decode.node} GPUs); capacity within the SLOs "
         f"{_g(c.capacity_per_s, ',.4g')} req/s; binding: {row['binding_constraint']} (prefill pool at x−1: "
         f"{row['prefill_binding']}, decode pool at y−1: {row['decode_binding']})",
     ]

@@ -12,11 +12,11 @@ b_p × KV per request (mean over its decode life) + staging (KV landing from tra
 Little's law (λ/y) × E[transfer_s × bytes]) must fit the engine's KV budget; b_p ≤ max_num_seqs;
 the longest request must fit alone.
 
-Prefill pool: M/G/c with c = x, service S(ISL) (mean and cs² over the ISL bins), arrivals ca².
+Prefill pool: M/G/c with c = x × dp (each attention DP rank runs its own prompt), service S(ISL) (mean and cs² over the ISL bins), arrivals ca².
 TTFT = W + S + exposed transfer + the first decode step T(b̄), its p-quantile by
 :func:`kvplan.calc.disagg.sojourn_quantile_s`, plus the link's wait.
 
-Link: the transfers share min(x·tp_p, y·tp_d) GPUs' links (the smaller side's), each transfer
+Link: the transfers share min(x·g_p, y·g_d) GPUs' links (g = tp × dp per instance) (the smaller side's), each transfer
 using n = min(tp_p, tp_d) of them: utilisation ρ = λ·E[bytes] / (min(x·tp_p, y·tp_d) × bandwidth).
 At ρ ≥ 1 the transfer queue grows without bound: infeasible. Below, transfers queue as M/G/k
 with k = ⌊min(x·tp_p, y·tp_d) / n⌋ slots (Erlang-C + Allen–Cunneen, service = bytes / (n × bw));
@@ -86,7 +86,7 @@ class PairModel:
         """
         a = rate_per_instance * self.w.osl_mean
         batch, step = self.d.batch, self.d.step_s
-        if a * step[0] <= 1.0:
+        if a * step[0] <= batch[0]:  # below the first tabulated batch T is T(batch[0]) (1, or one per DP rank)
             return a * float(step[0])
         g = a * step - batch
         below = np.flatnonzero(g <= 0)
@@ -94,7 +94,7 @@ class PairModel:
             return math.inf
         k = int(below[0])
         g0, g1 = g[k - 1], g[k]
-        return float(batch[k - 1] + g0 / (g0 - g1))
+        return float(batch[k - 1] + (batch[k] - batch[k - 1]) * g0 / (g0 - g1))
 
     def decode_point(self, y: int, rate: float, point: Point) -> float:
         """Fill the decode figures of ``point``; return b̄ (∞ when unstable)."""
@@ -133,7 +133,7 @@ class PairModel:
     # ----------------------------------------------------------------- prefill and link
     def link_wait(self, x: int, y: int, rate: float, q: float | None) -> tuple[float, float]:
         """(utilisation, wait at quantile q or mean) of the transfers over the pool's links."""
-        gpus = min(x * self.p.tp, y * self.d.tp)
+        gpus = min(x * self.p.gpus, y * self.d.gpus)
         rho = rate * self.bytes_mean / (gpus * self.t.link_bytes_per_s)
         if rho >= 1:
             return rho, math.inf
@@ -149,10 +149,11 @@ class PairModel:
         q = None if stat == "mean" else quantile_of(stat)
         extra = self.request_extra_s + first_step_s
         _, link = self.link_wait(x, y, rate, q)
+        servers = x * self.p.dp
         if q is None:
-            c, theta = wait_tail(x, rate, self.p.mean_s, self.w.arrival_scv, self.p.scv)
+            c, theta = wait_tail(servers, rate, self.p.mean_s, self.w.arrival_scv, self.p.scv)
             return c * theta + float((extra * self.w.weights).sum()) + link
-        return sojourn_quantile_s(q, x, rate, self.p.mean_s, extra, self.w.weights, self.w.arrival_scv,
+        return sojourn_quantile_s(q, servers, rate, self.p.mean_s, extra, self.w.weights, self.w.arrival_scv,
                                   self.p.scv) + link
 
     def evaluate(self, x: int, y: int, rate: float | None = None, full: bool = True) -> Point:
@@ -166,7 +167,7 @@ class PairModel:
         rho, _ = self.link_wait(x, y, rate, None)
         v["link_utilization"] = rho
         v["link_wait_s"] = self.link_wait(x, y, rate, self.ttft.quantile)[1]
-        v["prefill_utilization"] = rate * self.p.mean_s / x
+        v["prefill_utilization"] = rate * self.p.mean_s / (x * self.p.dp)
         for s in self.stats if full else (self.ttft.stat,):
             v[f"ttft_{s}_s"] = self.ttft_value(x, y, rate, first, s)
         if not self.p.prompt_fits:
@@ -212,7 +213,7 @@ class PairModel:
         else:
             return None, "link"
         x = _fewest(lambda n: n if self.evaluate(n, y, full=False).ok else None,
-                    start=max(1, int(self.w.rate_per_s * self.p.mean_s)))
+                    start=max(1, int(self.w.rate_per_s * self.p.mean_s / self.p.dp)))
         if x is None:
             return None, "ttft_slo"
         return self.evaluate(x, y), None
@@ -224,7 +225,7 @@ class PairModel:
 
     def capacity_per_s(self, x: int, y: int, iterations: int = 40) -> float:
         """Largest arrival rate this configuration serves within both SLOs (bisection)."""
-        lo, hi = 0.0, x / self.p.mean_s
+        lo, hi = 0.0, x * self.p.dp / self.p.mean_s
         if not self.evaluate(x, y, lo + 1e-9, full=False).ok:
             return 0.0
         for _ in range(iterations):
@@ -234,16 +235,16 @@ class PairModel:
 
     def prefill_rate_alone(self) -> float:
         """One prefill instance alone (TTFT = wait + prefill, DistServe's prefill-only figure): max rate."""
-        limit, q = self.ttft.limit_s, self.ttft.quantile
+        limit, q, c_servers = self.ttft.limit_s, self.ttft.quantile, self.p.dp
 
         def ok(rate: float) -> bool:
             if q is None:
-                c, theta = wait_tail(1, rate, self.p.mean_s, self.w.arrival_scv, self.p.scv)
+                c, theta = wait_tail(c_servers, rate, self.p.mean_s, self.w.arrival_scv, self.p.scv)
                 return c * theta + self.p.mean_s <= limit
-            return sojourn_quantile_s(q, 1, rate, self.p.mean_s, self.p.service_s, self.w.weights,
+            return sojourn_quantile_s(q, c_servers, rate, self.p.mean_s, self.p.service_s, self.w.weights,
                                       self.w.arrival_scv, self.p.scv) <= limit
 
-        return _max_rate(ok, 1.0 / self.p.mean_s)
+        return _max_rate(ok, c_servers / self.p.mean_s)
 
     def decode_rate_alone(self) -> float:
         """One decode instance alone (TPOT and memory, staging included): max rate."""
