@@ -9,8 +9,10 @@ The hierarchy::
     ├── InputError              a bad flag value, file or trace row
     │   └── UnitError           a size or duration that does not parse ("12x", "-5")
     └── InfeasibleError         a result, not a mistake: nothing fits / no plan meets the SLOs
+        └── AnswerNo            the same, when the command's output already says so (no Error line)
 
-The CLI maps ``InfeasibleError`` to exit code 1 and every other ``KvplanError`` to exit code 2.
+The command line's one error boundary maps ``InfeasibleError`` to exit code 1 and every
+other ``KvplanError`` to exit code 2; nothing else in the CLI exits 1.
 """
 
 from __future__ import annotations
@@ -77,3 +79,10 @@ class InfeasibleError(KvplanError):
     """The question has an answer, and the answer is 'no': exit code 1, not a crash."""
 
     exit_code = 1
+
+
+class AnswerNo(InfeasibleError):
+    """The answer is "no" and the output already written says why: exit code 1, no Error/Hint lines."""
+
+    def __init__(self, message: str = "", hint: str | None = None) -> None:
+        super().__init__(message, hint)

@@ -298,8 +298,8 @@ class SystemCard(Card):
     accelerators: int = Field(gt=0, le=1 << 20, description="accelerators in the system")
     scale_up_domain: int = Field(gt=0, le=1 << 20, description="accelerators joined by the scale-up link")
     node_accelerators: int | None = Field(
-        default=None, gt=0, description="accelerators of one node (server, compute tray) instances are placed in; "
-                                        "default: accelerators")
+        default=None, gt=0, le=1 << 20, description="accelerators of one node (server, compute tray) instances are placed in; "
+                                                    "default: accelerators")
     scale_up: Link | None = None
     nic: Link | None = None
     host_link: Link | None = None

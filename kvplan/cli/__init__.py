@@ -7,12 +7,17 @@ command tree, used by tests and ``--help``) is built on first access.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 import sys
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 from typer.exceptions import TyperException
+
+from kvplan.errors import KvplanError
 
 # command name -> (module, attribute); an attribute ending in "app" is a sub-command group
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -51,7 +56,7 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
     ``--install-completion`` / ``--show-completion`` are typer's shell completion.
     """
     root = typer.Typer(name="kvplan", help=HELP, no_args_is_help=True, pretty_exceptions_enable=False,
-                       add_completion=True, rich_markup_mode=None)
+                       add_completion=True, rich_markup_mode=None, cls=Boundary)
 
     @root.callback()
     def _root(
@@ -69,10 +74,82 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
         module, attribute = COMMANDS[name]
         target = getattr(importlib.import_module(module), attribute)
         if attribute == "app":
+            for info in target.registered_commands:
+                info.callback = checked(info.callback)
             root.add_typer(target, name=name)
         else:
-            root.command(name)(target)
+            root.command(name)(checked(target))
     return root
+
+
+DEFAULT_HINT = "run the command with --help to see what it accepts"
+DEBUG_HINT = "this is a bug in kvplan: rerun with KVPLAN_DEBUG=1 for the traceback and report it"
+
+
+class Boundary(TyperGroup):
+    """The command line's one error boundary: every command runs inside the root group's ``invoke``.
+
+    No traceback reaches the user, and nothing but "the answer is no" exits 1:
+
+    - ``InfeasibleError`` (the answer is no): ``Error: …`` / ``Hint: …`` on stderr, exit 1;
+      its silent form ``AnswerNo`` (the output already says so) only exits 1.
+    - any other ``KvplanError``: ``Error: …`` / ``Hint: …``, exit 2.
+    - an input too deep or too large for the interpreter (RecursionError, MemoryError,
+      OverflowError): exit 2 with a hint to make it smaller.
+    - anything else is a bug: ``Error: internal error: …`` and exit 2, never 1.
+      ``KVPLAN_DEBUG=1`` lets the traceback through instead.
+
+    ``main()`` and every caller of ``app`` (tests included) pass through it.
+    """
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except KvplanError as exc:
+            if os.environ.get("KVPLAN_DEBUG") == "1":
+                raise
+            _refuse(exc.message, exc.hint, exc.exit_code)
+        except (RecursionError, MemoryError, OverflowError) as exc:
+            if os.environ.get("KVPLAN_DEBUG") == "1":
+                raise
+            what = ("is nested too deeply" if isinstance(exc, RecursionError) else
+                    "is too large for memory" if isinstance(exc, MemoryError) else "holds a number too large")
+            _refuse(f"an input {what} ({type(exc).__name__})", "make the input smaller or simpler")
+        except Exception as exc:
+            if os.environ.get("KVPLAN_DEBUG") == "1":
+                raise
+            _refuse(f"internal error: {type(exc).__name__}: {exc}", DEBUG_HINT)
+
+
+def _refuse(message: str, hint: str | None, code: int = 2) -> None:
+    """``Error: …`` and ``Hint: …`` (each one line, user text escaped), then exit ``code``.
+
+    An ``AnswerNo`` has no message (the command's output already says "no"): it only exits.
+    """
+    from kvplan.textsafe import one_line
+
+    if message:
+        typer.echo(f"Error: {one_line(message, 2000)}", err=True)
+        typer.echo(f"Hint: {one_line(hint or DEFAULT_HINT, 3000)}", err=True)
+    raise typer.Exit(code)
+
+
+def checked(func):
+    """``func`` with its numeric options checked against their ranges before any work (once)."""
+    if getattr(func, "_kvplan_checked", False):
+        return func
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from kvplan.cli.options import check_flag_values
+
+        check_flag_values(kwargs)
+        return func(*args, **kwargs)
+
+    wrapper._kvplan_checked = True
+    return wrapper
 
 
 def __getattr__(name: str):
@@ -101,8 +178,6 @@ def main() -> None:
         pass
     # pydantic looks up plugins through importlib.metadata (email, socket, …) when the first card model
     # is built: about a tenth of `kvplan size`. The command line uses none; a user's setting stands.
-    import os
-
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if "--quiet" in sys.argv[2:]:  # `kvplan pd … --quiet` means what `kvplan --quiet pd …` does
         sys.argv = [sys.argv[0], "--quiet"] + [a for a in sys.argv[1:] if a != "--quiet"]

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 import yaml
 
-from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text, fail, handle_errors
+from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text
 from kvplan.errors import CardError
 
 app = typer.Typer(help="List, show, validate and import model, hardware and system cards.", no_args_is_help=True)
 
 
 @app.command("list")
-@handle_errors
 def list_command(
     kind: Annotated[str, typer.Argument(help="model, hardware or system.")] = "model",
     fmt: FormatOpt = None, output: OutputOpt = None, cards: CardsOpt = None,
@@ -29,7 +29,6 @@ def list_command(
 
 
 @app.command("show")
-@handle_errors
 def show_command(
     name: Annotated[str, typer.Argument(help="Card name, alias or file.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="yaml or json.")] = "yaml",
@@ -48,7 +47,6 @@ def show_command(
 
 
 @app.command("validate")
-@handle_errors
 def validate_command(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="Card files or directories (default: all).")] = None,
     fmt: FormatOpt = None, cards: CardsOpt = None,
@@ -57,17 +55,15 @@ def validate_command(
     from kvplan.plans.catalog import validate_paths
 
     result = validate_paths(list(paths or []), cards_dirs(cards))
-    try:
-        emit(result, fmt, None)
-    except typer.Exit:
+    emit(replace(result, failed=False), fmt, None)
+    if result.failed:
         bad = [r for r in result.rows if not r["valid"]]
         first = bad[0] if bad else {"file": "?", "problem": "?"}
-        fail(f"{len(bad)} of {len(result.rows)} card(s) invalid; first: {first['problem']}",
-             "fix the fields named in the table above, then run 'kvplan cards validate' again")
+        raise CardError(f"{len(bad)} of {len(result.rows)} card(s) invalid; first: {first['problem']}",
+                        "fix the fields named in the table above, then run 'kvplan cards validate' again")
 
 
 @app.command("import")
-@handle_errors
 def import_command(
     config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
     name: Annotated[Optional[str], typer.Option("--name", help="Card name (default: from the path).")] = None,

@@ -10,8 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, handle_errors, note, output_format
-from kvplan.errors import InputError
+from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, note, output_format
+from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
 from kvplan.outputs import OutputSet, check_target
@@ -21,7 +21,6 @@ from kvplan.textsafe import one_line, write_command
 CHECK_FORMATS = ("table", "json", "csv", "markdown")
 
 
-@handle_errors
 def check_command(
     plans: Annotated[list[Path], typer.Argument(help="Plan files (YAML); see 'kvplan schema'.")],
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML to FILE (for CI).")] = None,
@@ -63,10 +62,9 @@ def check_command(
             except OSError as exc:
                 note(f"cannot append the job summary to {summary}: {exc.strerror}")
     if report.failed:
-        raise typer.Exit(1)
+        raise AnswerNo()
 
 
-@handle_errors
 def schema_command(
     kind: Annotated[str, typer.Argument(help="plan (a plan file for check/report) or grid (a sweep grid).")] = "plan",
 ) -> None:

@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit,
-                                handle_errors, note, resolve_weights_dtype)
+                                DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit, note, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
 from kvplan.plans.sizing.fit import Overrides, fit
@@ -22,7 +21,6 @@ def _bytes(text: str | None) -> float | None:
 ByteOpt = Optional[str]
 
 
-@handle_errors
 def fit_command(
     model: Annotated[Optional[str], typer.Argument(
         help="Card name, Hugging Face repo id, card file or config.json (omit with --from-vllm).")] = None,
@@ -74,7 +72,11 @@ def fit_command(
              "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_memory": kv_cache_memory,
              "max_num_batched_tokens": max_num_batched_tokens, "max_num_seqs": max_num_seqs, "block_size": block_size}
     if from_vllm is not None:
-        model, hardware, given = _from_vllm(from_vllm, model, hardware, hardware_opt, engine, given, cards_dirs(cards))
+        from kvplan.plans.sizing.vllm_cmdline import fit_inputs_from_serve
+
+        model, hardware, given, notes = fit_inputs_from_serve(from_vllm, model, hardware, hardware_opt, engine, given)
+        for text in notes:
+            note(text)
     else:
         if hardware_opt is not None:
             if hardware is not None:
@@ -98,40 +100,3 @@ def fit_command(
     )
     emit(result, fmt, output, explain)
 
-
-def _from_vllm(command: str, model, hardware, hardware_opt, engine: str, given: dict, cards: tuple):
-    """Model, hardware and settings from a vLLM serve line; kvplan's own flags win where given."""
-    from kvplan.plans.sizing.vllm_cmdline import parse_vllm_serve
-
-    if engine != "vllm":
-        raise InputError(f"--from-vllm reads a vLLM command line; --engine {engine} does not apply", "drop --engine")
-    positional = [a for a in (model, hardware) if a is not None]
-    if len(positional) == 2:
-        raise InputError("with --from-vllm the model comes from the command line; give only HARDWARE",
-                         "kvplan fit --from-vllm \"vllm serve MODEL …\" h100-sxm")
-    if positional and hardware_opt is not None:
-        raise InputError("HARDWARE given twice (argument and --hardware)", "keep one")
-    hardware = positional[0] if positional else hardware_opt
-    if hardware is None:
-        raise InputError("--from-vllm needs the hardware the line runs on", "add HARDWARE, e.g. h100-sxm, or --hardware")
-    serve = parse_vllm_serve(command)
-    from_line = {
-        "seq": serve.max_model_len, "kv_dtype": serve.kv_cache_dtype, "tp": serve.tensor_parallel_size,
-        "pp": serve.pipeline_parallel_size, "weights_dtype": serve.weights_dtype,
-        "gpu_memory_utilization": serve.gpu_memory_utilization, "kv_cache_memory": serve.kv_cache_memory_bytes,
-        "max_num_batched_tokens": serve.max_num_batched_tokens, "max_num_seqs": serve.max_num_seqs,
-        "block_size": serve.block_size,
-    }
-    merged = {}
-    for key, value in from_line.items():
-        if given[key] is not None:
-            if value is not None:
-                note(f"{key} {given[key]} given to kvplan overrides the vLLM line's {value}")
-            merged[key] = given[key]
-        else:
-            merged[key] = str(value) if key in ("seq", "tp", "kv_cache_memory") and value is not None else value
-    for text in serve.notes:
-        note(text)
-    if serve.unknown:
-        note(f"ignored vLLM flags kvplan does not model: {' '.join(serve.unknown)}")
-    return serve.model, hardware, merged

@@ -7,21 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (EngineOneOpt, EtaFlopsOpt, EtaMemOpt, StepOverheadOpt, efficiencies, BatchOpt, CardsOpt, ExplainOpt, FormatOpt, KVDtypeOpt, OutputOpt, TPOpt, cards_dirs,
-                                emit, handle_errors)
+from kvplan.cli.options import (BatchOpt, CardsOpt, ComputeDtypeOpt, EPOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt,
+                                FormatOpt, HardwareArg, KVDtypeOpt, ModelArg, OutputOpt,
+                                StepOverheadOpt, TPOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
+                                emit)
 from kvplan.errors import InputError
 from kvplan.plans.sizing.calibrate import calibrate
 from kvplan.plans.sizing.latency import Speculation, latency
 from kvplan.outputs import OutputSet, check_target
 from kvplan.units import parse_list, parse_tokens
-
-ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
-HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
-WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
-ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
-    "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
-EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
-                                    help="Expert-parallel ranks (data-parallel attention, tp 1).")]
 
 
 def parse_counts(text: str, what: str) -> list[int]:
@@ -29,7 +23,6 @@ def parse_counts(text: str, what: str) -> list[int]:
     return parse_list(text, lambda item: parse_tokens(item, allow_zero=True), what=what)
 
 
-@handle_errors
 def latency_command(
     model: ModelArg,
     hardware: HardwareArg,
@@ -99,7 +92,6 @@ def latency_command(
     emit(result, fmt, output, explain)
 
 
-@handle_errors
 def calibrate_command(
     model: ModelArg,
     hardware: HardwareArg,

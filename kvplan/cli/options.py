@@ -2,12 +2,12 @@
 
 Data goes to stdout (or ``-o FILE``, written whole or not at all); notes and errors go to
 stderr. Errors a user can fix print ``Error: …`` and ``Hint: …`` and exit 2; a result that
-answers "no" (does not fit, a failed check, an infeasible plan) exits 1.
+answers "no" (does not fit, a failed check, an infeasible plan) exits 1. Both happen in one
+place, the error boundary in ``kvplan.cli``: commands raise, they never exit themselves.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
@@ -16,9 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from typer.exceptions import TyperException
-
-from kvplan.errors import InputError, KvplanError
+from kvplan.errors import AnswerNo, InputError
 from kvplan.report.render import FORMATS, render, terminal_width
 from kvplan.result import Result
 from kvplan.textsafe import one_line
@@ -41,6 +39,33 @@ KVDtypeOpt = Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help=
 TPOpt = Annotated[str, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed).")]
 PPOpt = Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
 
+# the model and hardware arguments, dtypes and expert parallelism (size, fit, latency, plan, …)
+ModelArg = Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")]
+HardwareArg = Annotated[str, typer.Argument(help="Hardware card name or file (e.g. one written by 'kvplan calibrate').")]
+WeightsDtypeOpt = Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp16, fp8, int8, int4, mxfp4, fp4.")]
+ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
+    "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
+EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
+                                    help="Expert-parallel ranks (data-parallel attention, tp 1).")]
+# workloads: synthetic (--qps/--isl/--osl, sessions) or a trace file (workload, plan, pd, tier, route)
+TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
+ColumnsOpt = Annotated[Optional[str], typer.Option(
+    "--columns", help="Generic CSV columns: timestamp=COL,isl=COL,osl=COL.")]
+TimestampUnitOpt = Annotated[Optional[str], typer.Option(
+    "--timestamp-unit", help="Generic CSV timestamps: s, ms, us, ns or datetime (default s).")]
+SkipBadRowsOpt = Annotated[bool, typer.Option(
+    "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
+CacheTokensOpt = Annotated[Optional[str], typer.Option(
+    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
+RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
+IslOpt = Annotated[Optional[str], typer.Option(
+    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
+OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
+ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
+TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
+ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
+SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
+
 
 def engine_names(text: str | None) -> str | None:
     """``--engine`` callback: each comma-separated name in its canonical spelling (vLLM, TRT-LLM, …).
@@ -49,13 +74,12 @@ def engine_names(text: str | None) -> str | None:
     """
     if text is None:
         return None
-    from kvplan.engines import canonical_engine
+    from kvplan.engines import ENGINE_ALIASES, PROFILES
 
     def one(name: str) -> str:
-        try:
-            return canonical_engine(name)
-        except KvplanError:
-            return name
+        key = name.strip().lower()
+        key = ENGINE_ALIASES.get(key, key)
+        return key if key in PROFILES else name
 
     return ",".join(one(name) for name in text.split(","))
 
@@ -101,17 +125,6 @@ SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]
 StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
-
-
-DEFAULT_HINT = "run the command with --help to see what it accepts"
-DEBUG_HINT = "this is a bug in kvplan: rerun with KVPLAN_DEBUG=1 for the traceback and report it"
-
-
-def fail(message: str, hint: str | None, code: int = 2) -> None:
-    """Print ``Error: …`` and ``Hint: …`` (each one line, user text escaped) and exit with ``code``."""
-    typer.echo(f"Error: {one_line(message, 2000)}", err=True)
-    typer.echo(f"Hint: {one_line(hint or DEFAULT_HINT, 3000)}", err=True)
-    raise typer.Exit(code)
 
 
 _QUIET = {"on": False}
@@ -195,43 +208,6 @@ def _range_message(name: str, flag: str, value, low, high, closed) -> tuple[str,
     return f"{flag} must be > {low:g} (got {value})", f"pass a value > {low:g}, at most {high:,g}"
 
 
-def handle_errors(func):
-    """The CLI's error boundary: no traceback reaches the user, and nothing but 'no' exits 1.
-
-    - ``KvplanError``: ``Error: …`` / ``Hint: …`` on stderr, its exit code (1 only for an
-      infeasible answer, else 2).
-    - an input too deep or too large for the interpreter (RecursionError, MemoryError,
-      OverflowError): exit 2 with a hint to make it smaller.
-    - anything else is a bug: ``Error: internal error: …`` and exit 2, never 1 (1 is "the
-      answer is no"). ``KVPLAN_DEBUG=1`` lets the traceback through instead.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        debug = os.environ.get("KVPLAN_DEBUG") == "1"
-        try:
-            check_flag_values(kwargs)
-            return func(*args, **kwargs)
-        except (typer.Exit, typer.Abort, TyperException):
-            raise
-        except KvplanError as exc:
-            if debug:
-                raise
-            fail(exc.message, exc.hint, exc.exit_code)
-        except (RecursionError, MemoryError, OverflowError) as exc:
-            if debug:
-                raise
-            what = ("is nested too deeply" if isinstance(exc, RecursionError) else
-                    "is too large for memory" if isinstance(exc, MemoryError) else "holds a number too large")
-            fail(f"an input {what} ({type(exc).__name__})", "make the input smaller or simpler")
-        except Exception as exc:
-            if debug:
-                raise
-            fail(f"internal error: {type(exc).__name__}: {exc}", DEBUG_HINT)
-
-    return wrapper
-
-
 EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown"}
 
 
@@ -272,7 +248,7 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
         if result.verdict and fmt in ("json", "csv"):
             typer.echo(f"Verdict: {one_line(result.verdict, 2000)}", err=True)
     if result.failed:
-        raise typer.Exit(1)
+        raise AnswerNo()
 
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):

@@ -9,10 +9,10 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                StepOverheadOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
-from kvplan.cli.workload import TraceFormatOpt
+                                StepOverheadOpt, cards_dirs, efficiencies, emit, output_format)
+from kvplan.cli.options import TraceFormatOpt
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
-from kvplan.errors import InputError
+from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd
 from kvplan.plans.pd.link import PLACEMENTS
 from kvplan.plans.pd.report import pd_hint
@@ -32,7 +32,6 @@ def _tps(text: str, flag: str) -> list[int]:
     return parse_list(text, one, what=flag)
 
 
-@handle_errors
 def pd_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     hardware: Annotated[str, typer.Argument(help="Prefill hardware card (or a system card, e.g. hgx-h100-8).")],
@@ -147,6 +146,4 @@ def pd_command(
         return
     # the infeasible verdict is said once, as the Error line (not also under the table)
     emit(replace(result, failed=False, verdict=None), fmt, output, explain)
-    typer.echo(f"Error: {result.verdict}", err=True)
-    typer.echo(f"Hint: {pd_hint(result.rows)}", err=True)
-    raise typer.Exit(1)
+    raise InfeasibleError(result.verdict, pd_hint(result.rows))

@@ -7,16 +7,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.latency import HardwareArg, ModelArg, WeightsDtypeOpt
+from kvplan.cli.options import HardwareArg, ModelArg, WeightsDtypeOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
-from kvplan.cli.workload import (ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
-                                 TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit_tables)
+                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, output_format)
+from kvplan.cli.options import ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
 from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
 from kvplan.plans.fleet.cost import parse_gpu_cost
-from kvplan.plans.fleet.plan import fleet_workload, plan, presentation
+from kvplan.plans.fleet.answer import answer as fleet_answer
+from kvplan.plans.fleet.plan import fleet_workload, presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
 LengthOpt = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
@@ -33,7 +34,6 @@ def _float_list(text: str) -> list[float]:
     return parse_list(text, one, what="--scale")
 
 
-@handle_errors
 def plan_command(
     model: ModelArg,
     hardware: HardwareArg,
@@ -102,41 +102,23 @@ def plan_command(
 
         raise InputError(f"--chart {ascii(str(chart))}: the chart is a PNG of a --concurrency sweep",
                          "e.g. --concurrency 1,8,32,128 --chart curve.png")
-    if concurrency is not None:
-        from kvplan.plans.fleet.closed import closed_loop_result
+    closed = None if concurrency is None else _tps(concurrency, "--concurrency")
+    answer = fleet_answer(model, hardware, workload, slos, settings,
+                          concurrency=closed, instances=instances, tps=tps, pps=pps,
+                          scale=() if closed else _float_list(scale), simulate=simulate, sim_requests=sim_requests,
+                          seed=seed, max_gpus=max_gpus, max_utilization=max_utilization,
+                          allow_long_context=allow_long_context, system=system,
+                          gpu_cost=None if closed else parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
+    result = answer.result
+    if chart is not None:  # a closed-loop curve (checked above)
+        from kvplan.report.charts import closed_loop_chart
 
-        result = closed_loop_result(model, hardware, workload, _tps(concurrency, "--concurrency"), instances=instances,
-                                    tps=tps, pps=pps, engine=settings, system=system, requests=sim_requests,
-                                    seed=seed, cards=cards_dirs(cards))
-        if chart is not None:
-            from kvplan.report.charts import closed_loop_chart
-
-            closed_loop_chart(chart, result.rows, result.title)
-            result.assumptions.append(f"chart written to {chart.name}")
-        emit(result, fmt, output, explain)
-        return
-    result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=_float_list(scale),
-                  simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
-                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
-                  gpu_cost=parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
-    skipped = getattr(workload.trace, "skipped_lines", ())
-    if skipped:
-        shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
-        result.assumptions.insert(0, f"skipped {len(skipped)} malformed row{'s' if len(skipped) > 1 else ''} (lines {shown})")
-    failed, reason = result.failed, result.verdict
-    result.failed, result.verdict = False, None
+        closed_loop_chart(chart, result.rows, result.title)
+        result.assumptions.append(f"chart written to {chart.name}")
     fmt = output_format(fmt, output)
-    if fmt in ("table", "markdown"):
+    if fmt in ("table", "markdown") and not answer.closed:
         emit_tables(result, presentation(result), fmt, output, explain)
     else:
         emit(result, fmt, output, explain)
-    if failed:
-        raise InfeasibleError(reason, _hint(result.rows[0]))
-
-
-def _hint(row: dict) -> str:
-    return {
-        "kv_capacity": "raise --tp or --pp, use --kv-dtype fp8, or quantise the weights (--weights-dtype fp8)",
-        "tpot_slo": "relax --tpot, or use faster hardware, a larger --tp or lighter weights",
-        "ttft_slo": "relax --ttft, or use faster hardware or a larger --tp",
-    }.get(row["binding_constraint"], "raise --max-gpus, relax the SLOs or lower the rate")
+    if answer.no is not None:
+        raise InfeasibleError(*answer.no)

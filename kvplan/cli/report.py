@@ -7,10 +7,9 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors
+from kvplan.cli.options import CardsOpt, cards_dirs
 
 
-@handle_errors
 def report_command(
     plan: Annotated[Path, typer.Argument(help="Plan file (YAML); see 'kvplan schema'.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write (report.md, *.csv, *.png).")],

@@ -8,11 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (CardsOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt, StepOverheadOpt,
-                                cards_dirs, efficiencies, emit, handle_errors)
-from kvplan.cli.workload import (ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt,
-                                 TurnsOpt, emit_tables)
+                                cards_dirs, efficiencies, emit)
+from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
 from kvplan.errors import InputError
-from kvplan.units import parse_list, parse_seconds, parse_tokens
+from kvplan.units import parse_list, parse_tokens
 
 POLICY_HELP = "round-robin, random, least-loaded, prefix-aware, consistent-hash (list allowed; default: all)."
 
@@ -26,7 +26,6 @@ def _instances(text: str) -> list[int]:
     return parse_list(text, one, what="--instances")
 
 
-@handle_errors
 def route_command(
     args: Annotated[Optional[list[str]], typer.Argument(
         help="TRACE (Mooncake JSONL with hash_ids), then optionally MODEL HARDWARE for a deployment; "
@@ -83,11 +82,9 @@ def route_command(
     cards: CardsOpt = None,
 ) -> None:
     """Cache-aware routing: per policy and N, hit rates, load imbalance, prefill saved; TTFT, GPUs, KV migration."""
-    from kvplan.plans.route.plan import RouterSettings, check_instances, check_policies, presentation, route
-    from kvplan.plans.route.policies import LOAD_POLICIES, POLICIES, PREFIX_POLICIES
+    from kvplan.plans.route.plan import RouterSettings, check_instances, check_policies, presentation
+    from kvplan.plans.route.request import route_answer, route_service, route_workload
     from kvplan.report.route_chart import route_chart
-    from kvplan.workload.synthetic import workload_from_flags
-    from kvplan.workload.traces import read_trace
 
     args = list(args or [])
     flags = any(v is not None for v in (rate, isl, osl))
@@ -108,58 +105,25 @@ def route_command(
     router = RouterSettings(seed=seed, cache_threshold=cache_threshold, balance_abs_threshold=balance_abs_threshold,
                             balance_rel_threshold=balance_threshold, hash_blocks=hash_blocks,
                             hash_balance_factor=hash_balance_factor)
-    if trace_path is not None:
-        trace = read_trace(trace_path, trace_format=trace_format)
-    elif rate is not None and isl is not None and osl is not None:
-        spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-                                   think_time_s=parse_seconds(think_time),
-                                   shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
-        if sample < 2:
-            raise InputError(f"--sample must be >= 2 (got {sample})")
-        if rag_docs is not None:
-            from kvplan.plans.tiers.reuse import from_workload, with_rag_documents
-
-            trace = with_rag_documents(from_workload(spec, sample_requests=sample, seed=seed), rag_docs,
-                                       parse_tokens(rag_doc_tokens), rag_zipf, seed).trace
-        else:
-            trace = spec.sample(sample, seed)
-    else:
-        raise InputError("no workload: give a TRACE file, or --rate, --isl and --osl (with --turns for sessions)",
-                         "e.g. kvplan route conversation_trace.jsonl --cache-tokens 3M --service-time 20s")
+    trace = route_workload(trace_path, trace_format=trace_format, rate=rate, isl=isl, osl=osl,
+                           arrival_cv=arrival_cv, turns=turns, think_time=think_time, shared_prefix=shared_prefix,
+                           sample=sample, seed=seed, rag_docs=rag_docs, rag_doc_tokens=rag_doc_tokens,
+                           rag_zipf=rag_zipf)
     service = None
     if args:
-        from kvplan.plans.fleet.aggregated import EngineSettings, Shape, parse_slo
-        from kvplan.plans.route.migration import links_for
-        from kvplan.plans.route.service import ServiceModel
+        from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
 
         slos = {kind: parse_slo(kind, text) for kind, text in (("ttft", ttft), ("tpot", tpot)) if text is not None}
         settings = EngineSettings(engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
                                   gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
                                   chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
                                   efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
-        links = links_for(args[1], system, link_system or (), cards_dirs(cards))
-        service = ServiceModel(args[0], args[1], trace, slos, Shape(tp, 1), settings, system=system, links=links,
-                               cards=cards_dirs(cards))
+        service = route_service(args[0], args[1], trace, slos=slos, tp=tp, settings=settings,
+                                system=system, link_system=link_system or (), cards=cards_dirs(cards))
     elif ttft is not None or tpot is not None or system is not None or link_system:
         raise InputError("--ttft, --tpot, --system and --link-system need a deployment", "add MODEL HARDWARE")
-    skipped: list[str] = []
-    if names is None:
-        no_blocks = [] if trace.has_blocks else list(PREFIX_POLICIES)
-        no_loads = [] if service is not None or service_time is not None else [
-            p for p in LOAD_POLICIES if p not in no_blocks]
-        names = [p for p in POLICIES if p not in no_blocks + no_loads]
-        if no_blocks:
-            skipped.append(f"{', '.join(no_blocks)} left out: the trace has no hash_ids")
-        if no_loads:
-            skipped.append(f"{', '.join(no_loads)} left out: no service times (give a deployment MODEL HARDWARE "
-                           "or --service-time)")
-    size = parse_tokens(cache_tokens, allow_zero=True) if cache_tokens is not None else None
-    if service is not None and size is not None:
-        service.cache_tokens = size
-    result = route(trace, counts, names, cache_tokens=size,
-                   service_time_s=parse_seconds(service_time) if service_time is not None else None,
-                   service=service, router=router)
-    result.assumptions += skipped
+    result = route_answer(trace, counts, names, cache_tokens=cache_tokens, service_time=service_time,
+                          service=service, router=router)
     if chart is not None:
         route_chart(chart, [r for r in result.rows if r.get("kind") == "route"], result.title)
         typer.echo(f"Wrote {chart}", err=True)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit, handle_errors)
+                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
 from kvplan.plans.sizing.size import size
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
@@ -24,7 +24,6 @@ def parse_names(text: str, what: str = "--kv-dtype/--engine") -> list[str]:
     return names
 
 
-@handle_errors
 def size_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     seq: SeqOpt = "128k",

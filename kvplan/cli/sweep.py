@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, cards_dirs, handle_errors, note
+from kvplan.cli.options import CardsOpt, cards_dirs, note
 from kvplan.errors import InputError
 
 MAX_LISTED_REASONS = 5
@@ -45,7 +45,6 @@ class _Progress:
             self.bar.stop()
 
 
-@handle_errors
 def sweep_command(
     grid: Annotated[Path, typer.Argument(help="Grid file (YAML): models, hardware, seq, batch, kv_dtype, tp, pp, engine.")],
     output: Annotated[Optional[Path], typer.Option(

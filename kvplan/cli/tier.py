@@ -8,17 +8,17 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, cards_dirs, efficiencies, emit, handle_errors, output_format)
+                                OutputOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.outputs import OutputSet, check_target
-from kvplan.cli.workload import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt, emit_tables
-from kvplan.errors import InputError
+from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.workload import emit_tables
+from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.tiers.inputs import CapacityOverrides
-from kvplan.plans.tiers.reuse import from_trace, from_workload, with_rag_documents
+from kvplan.plans.tiers.reuse import reuse_input
 from kvplan.plans.tiers.plan import tier_plan
 from kvplan.report.tier_chart import hit_rate_chart
 from kvplan.report.tier_tables import presentation
-from kvplan.units import parse_bytes, parse_seconds, parse_tokens
-from kvplan.workload.synthetic import workload_from_flags
+from kvplan.units import parse_bytes
 
 SizeOpt = Optional[str]
 
@@ -27,7 +27,6 @@ def _bytes(text: str | None) -> float | None:
     return None if text is None else float(parse_bytes(text))
 
 
-@handle_errors
 def tier_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     hardware: Annotated[Optional[str], typer.Argument(help="Hardware card (or give --system).")] = None,
@@ -79,23 +78,10 @@ def tier_command(
         check_target(chart, "--chart")
     if output is not None:
         check_target(output)
-    flags = any(v is not None for v in (rate, isl, osl))
-    if rag_docs is not None and trace is not None:
-        raise InputError("--rag-docs describes a flag workload; a trace carries its own reuse")
-    if trace is not None and flags:
-        raise InputError("give --trace or workload flags (--qps/--isl/--osl), not both")
-    if trace is not None:
-        reuse = from_trace(trace, trace_format=trace_format)
-    elif rate is not None and isl is not None and osl is not None:
-        spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-                                   think_time_s=parse_seconds(think_time),
-                                   shared_prefix_tokens=parse_tokens(system_prompt, allow_zero=True))
-        reuse = from_workload(spec, sample_requests=sample, seed=seed)
-        if rag_docs is not None:
-            reuse = with_rag_documents(reuse, rag_docs, parse_tokens(rag_doc_tokens), rag_zipf, seed)
-    else:
-        raise InputError("no workload: give --trace FILE, or --qps, --isl and --osl",
-                         "e.g. kvplan tier llama-3.1-70b --system hgx-h100-8 --trace conversation_trace.jsonl")
+    reuse = reuse_input(trace=trace, trace_format=trace_format, rate_per_s=rate, isl=isl, osl=osl,
+                        arrival_cv=arrival_cv, turns=turns, think_time=think_time, shared_prefix=system_prompt,
+                        rag_docs=rag_docs, rag_doc_tokens=rag_doc_tokens, rag_zipf=rag_zipf,
+                        sample_requests=sample, seed=seed)
     if chart is not None and chart.suffix.lower() != ".png":
         raise InputError(f"--chart {chart}: charts are PNG files", "name it e.g. tiers.png")
     overrides = CapacityOverrides(host_dram=_bytes(dram_per_node), cxl=_bytes(cxl_per_node),
@@ -114,6 +100,6 @@ def tier_command(
     if fmt in ("table", "markdown"):
         emit_tables(result, presentation(result), fmt, output, explain, extra)
         if result.failed:
-            raise typer.Exit(1)
+            raise AnswerNo()
     else:
         emit(result, fmt, output, explain, extra)

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import ExplainOpt, FormatOpt, OutputOpt, emit, emit_text, handle_errors, note, output_format
+from kvplan.cli.options import (ArrivalCVOpt, CacheTokensOpt, ColumnsOpt, ExplainOpt, FormatOpt, IslOpt, OslOpt, OutputOpt, RateOpt,
+                                SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt,
+                                TraceFormatOpt, TurnsOpt, emit, emit_text, note, output_format)
 from kvplan.errors import InputError
 from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.outputs import OutputSet
@@ -17,26 +19,8 @@ from kvplan.textsafe import one_line
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 from kvplan.workload.synthetic import workload_from_flags
 
-TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
-ColumnsOpt = Annotated[Optional[str], typer.Option(
-    "--columns", help="Generic CSV columns: timestamp=COL,isl=COL,osl=COL.")]
-TimestampUnitOpt = Annotated[Optional[str], typer.Option(
-    "--timestamp-unit", help="Generic CSV timestamps: s, ms, us, ns or datetime (default s).")]
-SkipBadRowsOpt = Annotated[bool, typer.Option(
-    "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
-CacheTokensOpt = Annotated[Optional[str], typer.Option(
-    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
-RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
-IslOpt = Annotated[Optional[str], typer.Option(
-    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
-OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
-ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
-TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
-ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
-SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
 
 
-@handle_errors
 def workload_command(
     trace: Annotated[Optional[Path], typer.Argument(
         help="Trace file: Azure CSV, Mooncake JSONL or a CSV with --columns. Omit it to use workload flags.")] = None,

@@ -208,3 +208,45 @@ def _apply(serve: VllmServe, values: dict[str, str]) -> None:
                              "auto, bfloat16, float16, half, float32")
         if serve.weights_dtype is None and dtype != "auto":
             serve.weights_dtype = dtype
+
+
+def fit_inputs_from_serve(command: str, model: str | None, hardware: str | None, hardware_opt: str | None,
+                          engine: str, given: dict) -> tuple[str, str, dict, list[str]]:
+    """Model, hardware and fit settings from a ``vllm serve`` line; values in ``given`` (not None) win.
+
+    Returns ``(model, hardware, settings, notes)``: ``settings`` has the keys of ``given`` (seq,
+    kv_dtype, tp, pp, weights_dtype, gpu_memory_utilization, kv_cache_memory, max_num_batched_tokens,
+    max_num_seqs, block_size); ``notes`` say which of the line's values were overridden, what the
+    line implied, and which of its flags kvplan does not model.
+    """
+    if engine != "vllm":
+        raise InputError(f"--from-vllm reads a vLLM command line; --engine {engine} does not apply", "drop --engine")
+    positional = [a for a in (model, hardware) if a is not None]
+    if len(positional) == 2:
+        raise InputError("with --from-vllm the model comes from the command line; give only HARDWARE",
+                         "kvplan fit --from-vllm \"vllm serve MODEL …\" h100-sxm")
+    if positional and hardware_opt is not None:
+        raise InputError("HARDWARE given twice (argument and --hardware)", "keep one")
+    hardware = positional[0] if positional else hardware_opt
+    if hardware is None:
+        raise InputError("--from-vllm needs the hardware the line runs on", "add HARDWARE, e.g. h100-sxm, or --hardware")
+    serve = parse_vllm_serve(command)
+    from_line = {
+        "seq": serve.max_model_len, "kv_dtype": serve.kv_cache_dtype, "tp": serve.tensor_parallel_size,
+        "pp": serve.pipeline_parallel_size, "weights_dtype": serve.weights_dtype,
+        "gpu_memory_utilization": serve.gpu_memory_utilization, "kv_cache_memory": serve.kv_cache_memory_bytes,
+        "max_num_batched_tokens": serve.max_num_batched_tokens, "max_num_seqs": serve.max_num_seqs,
+        "block_size": serve.block_size,
+    }
+    merged, notes = {}, []
+    for key, value in from_line.items():
+        if given[key] is not None:
+            if value is not None:
+                notes.append(f"{key} {given[key]} given to kvplan overrides the vLLM line's {value}")
+            merged[key] = given[key]
+        else:
+            merged[key] = str(value) if key in ("seq", "tp", "kv_cache_memory") and value is not None else value
+    notes.extend(serve.notes)
+    if serve.unknown:
+        notes.append(f"ignored vLLM flags kvplan does not model: {' '.join(serve.unknown)}")
+    return serve.model, hardware, merged, notes

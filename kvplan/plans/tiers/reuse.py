@@ -155,3 +155,36 @@ def request_hit_blocks(reuse: ReuseInput, capacity_blocks) -> np.ndarray:
     for i, c in enumerate(caps):
         out[i] = np.bincount(request, weights=profile.prefix_distance < c, minlength=trace.requests)
     return out
+
+
+def reuse_input(*, trace: str | Path | None = None, trace_format: str = "auto", rate_per_s: float | None = None,
+                isl: str | None = None, osl: str | None = None, arrival_cv: float = 1.0, turns: int = 1,
+                think_time: str = "0s", shared_prefix: str = "0", rag_docs: int | None = None,
+                rag_doc_tokens: str = "4k", rag_zipf: float = 1.0, sample_requests: int = 50_000,
+                seed: int = 0) -> ReuseInput:
+    """The tier planner's workload: a trace with ``hash_ids``, or the flag workload (and its RAG corpus).
+
+    Exactly one of ``trace`` or (``rate_per_s``, ``isl``, ``osl``); ``rag_docs`` only with the flags.
+    Durations and token counts are read here (``think_time`` "30s", ``rag_doc_tokens`` "4k"),
+    and only when the workload they belong to is the one given.
+    """
+    flags = any(v is not None for v in (rate_per_s, isl, osl))
+    if rag_docs is not None and trace is not None:
+        raise InputError("--rag-docs describes a flag workload; a trace carries its own reuse")
+    if trace is not None and flags:
+        raise InputError("give --trace or workload flags (--qps/--isl/--osl), not both")
+    if trace is not None:
+        return from_trace(trace, trace_format=trace_format)
+    if rate_per_s is None or isl is None or osl is None:
+        raise InputError("no workload: give --trace FILE, or --qps, --isl and --osl",
+                         "e.g. kvplan tier llama-3.1-70b --system hgx-h100-8 --trace conversation_trace.jsonl")
+    from kvplan.units import parse_seconds, parse_tokens
+    from kvplan.workload.synthetic import workload_from_flags
+
+    spec = workload_from_flags(rate_per_s=rate_per_s, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
+                               think_time_s=parse_seconds(think_time),
+                               shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+    reuse = from_workload(spec, sample_requests=sample_requests, seed=seed)
+    if rag_docs is not None:
+        reuse = with_rag_documents(reuse, rag_docs, parse_tokens(rag_doc_tokens), rag_zipf, seed)
+    return reuse

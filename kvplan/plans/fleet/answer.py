@@ -1,0 +1,61 @@
+"""``kvplan plan``'s one library call: the open-loop fleet plan or the closed-loop curve, and its "no".
+
+``answer`` picks the planner from the request (``concurrency`` given: the closed loop of
+``closed.closed_loop_result``; else the open-loop search of ``plan.plan``), notes the trace rows
+that were skipped, and, when no plan meets the SLOs, returns the reason and a hint named by the
+binding constraint (``binding.py``) beside the result, so the command can show the rows first
+and say "no" once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.result import Result
+
+HINTS = {
+    "kv_capacity": "raise --tp or --pp, use --kv-dtype fp8, or quantise the weights (--weights-dtype fp8)",
+    "tpot_slo": "relax --tpot, or use faster hardware, a larger --tp or lighter weights",
+    "ttft_slo": "relax --ttft, or use faster hardware or a larger --tp",
+}
+DEFAULT_HINT = "raise --max-gpus, relax the SLOs or lower the rate"
+
+
+@dataclass
+class PlanAnswer:
+    """The rows to show; ``closed`` for the closed-loop curve; ``no`` = (reason, hint) when infeasible."""
+
+    result: Result
+    closed: bool = False
+    no: tuple[str, str] | None = None
+
+
+def infeasible_hint(row: dict) -> str:
+    """What to change, by the binding constraint of the best plan found."""
+    return HINTS.get(row["binding_constraint"], DEFAULT_HINT)
+
+
+def answer(model, hardware, workload, slos, settings, *, concurrency: list[int] | None = None, instances: int = 1,
+           tps=None, pps=None, scale=(), simulate=None, sim_requests=None, seed: int = 0, max_gpus=None,
+           max_utilization: float = 0.9, allow_long_context: bool = False, system=None, gpu_cost=None,
+           cards: tuple = ()) -> PlanAnswer:
+    """The fleet plan for ``workload`` (open loop), or its closed-loop replay when ``concurrency`` is given."""
+    if concurrency is not None:
+        from kvplan.plans.fleet.closed import closed_loop_result
+
+        return PlanAnswer(closed_loop_result(model, hardware, workload, concurrency, instances=instances, tps=tps,
+                                             pps=pps, engine=settings, system=system, requests=sim_requests,
+                                             seed=seed, cards=cards), closed=True)
+    from kvplan.plans.fleet.plan import plan
+
+    result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=list(scale),
+                  simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
+                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
+                  gpu_cost=gpu_cost, cards=cards)
+    skipped = getattr(workload.trace, "skipped_lines", ())
+    if skipped:
+        shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
+        result.assumptions.insert(0, f"skipped {len(skipped)} malformed row{'s' if len(skipped) > 1 else ''} (lines {shown})")
+    no = (result.verdict, infeasible_hint(result.rows[0])) if result.failed else None
+    result.failed, result.verdict = False, None
+    return PlanAnswer(result, no=no)
