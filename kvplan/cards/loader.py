@@ -256,3 +256,26 @@ def usual_system(hw: HardwareCard, extra: tuple[Path, ...] = ()) -> tuple[System
     return None, (f"no --system and {hw.name} names no usual system: assumed one scale-up domain of {domain} "
                   f"GPU(s) and {hw.name}'s own links" + (" (no NIC)" if hw.nic is None else "")
                   + f"; shipped system cards{' of ' + hw.name if own else ''}: {', '.join(names)}")
+
+
+def load_hardware_and_system(hardware: str | HardwareCard, system: str | SystemCard | None,
+                             cards: tuple[Path, ...] = ()) -> tuple[HardwareCard, SystemCard | None]:
+    """A hardware card and the system around it; a system card named in the hardware's place stands
+    for its accelerator, and a system whose accelerator is another card is refused."""
+    sys_card = system if isinstance(system, SystemCard) or system is None else load_system(system, cards)
+    if isinstance(hardware, HardwareCard):
+        hw = hardware
+    else:
+        try:
+            hw = load_hardware(hardware, cards)
+        except UnknownCardError as not_hardware:
+            try:
+                as_system = load_system(hardware, cards)
+            except UnknownCardError:
+                raise not_hardware from None
+            sys_card = sys_card or as_system
+            hw = load_hardware(as_system.accelerator, cards)
+    if sys_card is not None and sys_card.accelerator != hw.name:
+        raise InputError(f"system '{sys_card.name}' holds {sys_card.accelerator}, not {hw.name}",
+                         f"pass --system with a system card of {hw.name}, or drop it")
+    return hw, sys_card

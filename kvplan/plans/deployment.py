@@ -30,10 +30,10 @@ from pathlib import Path
 
 from kvplan.calc.kv import KVLayout, kv_layout
 from kvplan.calc.roofline import Machine, ModelCost, compute_dtype_for, model_cost
-from kvplan.cards.loader import load_hardware, load_model, load_system
+from kvplan.cards.loader import load_hardware_and_system, load_model, load_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
-from kvplan.errors import InputError, UnknownCardError
+from kvplan.errors import InputError
 from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
 from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 from kvplan.units import format_bytes
@@ -239,22 +239,7 @@ def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard 
             raise InputError("no hardware: give a HARDWARE card or --system SYSTEM",
                              "e.g. --system hgx-h100-8, or a hardware card such as h100-sxm")
         hardware = sys_card.accelerator
-    if isinstance(hardware, HardwareCard):
-        hw = hardware
-    else:
-        try:
-            hw = load_hardware(hardware, cards)
-        except UnknownCardError as not_hardware:
-            try:
-                as_system = load_system(hardware, cards)
-            except UnknownCardError:
-                raise not_hardware from None
-            sys_card = sys_card or as_system
-            hw = load_hardware(as_system.accelerator, cards)
-    if sys_card is not None and sys_card.accelerator != hw.name:
-        raise InputError(f"system '{sys_card.name}' holds {sys_card.accelerator}, not {hw.name}",
-                         f"pass --system with a system card of {hw.name}, or drop it")
-    return hw, sys_card
+    return load_hardware_and_system(hardware, sys_card, cards)
 
 
 def resolve(

@@ -25,9 +25,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvplan.cards.loader import load_hardware, load_system, system_names, usual_system
+from kvplan.cards.loader import load_hardware_and_system, system_names, usual_system
 from kvplan.cards.schema import HardwareCard, Link, SystemCard
-from kvplan.errors import InputError, MissingFigureError, UnknownCardError
+from kvplan.errors import InputError, MissingFigureError
 
 PLACEMENTS = ("auto", "same-domain", "same-node", "cross-node")
 PATH_NAMES = {"scale_up": "scale-up link", "host_link": "host link (PCIe)", "nic": "NIC (RDMA)"}
@@ -111,22 +111,7 @@ def load_side(hardware: str | HardwareCard, system: str | SystemCard | None, car
     Without a system, ``default_system`` assumes the hardware card's ``usual_system`` (multi-node
     by default: nodes of that system joined by its NIC), and says so in ``Side.assumed``.
     """
-    sys_card = system if isinstance(system, SystemCard) or system is None else load_system(system, cards)
-    if isinstance(hardware, HardwareCard):
-        hw = hardware
-    else:
-        try:
-            hw = load_hardware(hardware, cards)
-        except UnknownCardError as not_hardware:
-            try:
-                as_system = load_system(hardware, cards)
-            except UnknownCardError:
-                raise not_hardware from None
-            sys_card = sys_card or as_system
-            hw = load_hardware(as_system.accelerator, cards)
-    if sys_card is not None and sys_card.accelerator != hw.name:
-        raise InputError(f"system '{sys_card.name}' holds {sys_card.accelerator}, not {hw.name}",
-                         f"pass --system with a system card of {hw.name}, or drop it")
+    hw, sys_card = load_hardware_and_system(hardware, system, cards)
     assumed = None
     if sys_card is None and default_system:
         sys_card, assumed = usual_system(hw, cards)
