@@ -3,7 +3,7 @@
 Self-contained tests: an audit hook (PEP 578) refuses every ``open()`` of a path beside the
 repository (anything under the repository's parent directory that is not inside the
 repository, the interpreter's prefix, site-packages or the temporary directory), so a test
-that reads ``../shared`` or a sibling checkout fails here as it would on a fresh clone.
+that reads a folder beside the checkout or a sibling checkout fails here as it would on a fresh clone.
 ``.ci/run`` runs the suite this way; ``KVPLAN_TESTS_MAY_READ_OUTSIDE=1`` turns the hook off.
 """
 

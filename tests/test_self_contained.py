@@ -11,7 +11,7 @@ from . import conftest
 
 @pytest.mark.skipif(os.environ.get("KVPLAN_TESTS_MAY_READ_OUTSIDE") == "1", reason="guard turned off by the user")
 def test_opening_a_file_beside_the_repository_is_refused():
-    beside = conftest.ROOT.parent / "shared" / "data" / "traces" / "anything.csv"
+    beside = conftest.ROOT.parent / "a-folder-beside-the-repository" / "anything.csv"
     before = len(conftest.OUTSIDE_READS)
     with pytest.raises(PermissionError, match="outside the repository"):
         open(beside, encoding="utf-8")

@@ -144,7 +144,7 @@ def test_infeasible_exits_1(invoke):
 
 def test_mooncake_conversation_trace_on_h100_nodes_with_1tb_dram(invoke):
     if not CONVERSATION.is_file():
-        pytest.fail(f"{CONVERSATION} is missing (../shared/data/traces beside the checkout)")
+        pytest.fail(f"{CONVERSATION} is missing: the real traces ship in examples/traces")
     rows = json_rows(invoke("tier", "llama-3.1-70b", "--system", "hgx-h100-8", "--trace", CONVERSATION,
                             "--dram-per-node", "1TB", "--format", "json"))
     summary = rows[-1]

@@ -298,7 +298,7 @@ def test_more_dram_never_lowers_the_hit_rate():
 @pytest.fixture(scope="module")
 def conversation():
     if not CONVERSATION.is_file():
-        pytest.fail(f"{CONVERSATION} is missing: the shared traces sit beside the checkout (../shared/data/traces)")
+        pytest.fail(f"{CONVERSATION} is missing: the real traces ship in examples/traces")
     return from_trace(CONVERSATION)
 
 
