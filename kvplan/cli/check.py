@@ -16,7 +16,7 @@ from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
 from kvplan.outputs import OutputSet, check_target
 from kvplan.report.render import render
-from kvplan.textsafe import one_line, write_command
+from kvplan.textsafe import write_command
 
 CHECK_FORMATS = ("table", "json", "csv", "markdown")
 

@@ -15,7 +15,6 @@ from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.outputs import OutputSet
 from kvplan.report.render import render, terminal_width
 from kvplan.result import Result
-from kvplan.textsafe import one_line
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 from kvplan.workload.synthetic import workload_from_flags
 

@@ -40,7 +40,7 @@ def checklist(setup, workload, outcome, rows, models_for) -> tuple[list[str], di
         return ["checklist: no plan meets the SLOs, nothing to check"], {}
     base = rows[0]
     dep_d = setup.decode.deployments[c.shape_d]
-    dm, v = c.pair.d, c.point.values
+    dm = c.pair.d
     stat_t, stat_d = setup.ttft.stat, setup.tpot.stat
     b_slo = base["decode_batch_at_slo"] or 0.0
     tpot = base[f"tpot_{stat_d}_s"]
