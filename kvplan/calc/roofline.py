@@ -7,7 +7,10 @@ One forward pass over ``n`` new tokens on one GPU (SI units: bytes, FLOP, second
     per operator class o ∈ {dense GEMMs (+ LM head), routed-expert GEMMs, attention}:
       t_o    = max(bytes_o / (HBM bandwidth × η_mem), FLOPs_o / (peak FLOPS of the compute dtype × η_flops))
     comm     = (2 × layers + 1) × all-reduce(n × hidden × 2 B)        tensor parallel
-             + 2 × moe_layers × all-to-all(n/ep × k × hidden × 2 B)    expert parallel
+             + moe_layers × (dispatch + combine)(n/ep tokens per rank)  expert parallel
+               (:func:`kvplan.calc.alltoall.ep_alltoall_s`: FP8 dispatch, BF16 combine, DeepEP's
+               normal kernels for prefill — once per destination node over the NIC — and
+               low-latency kernels for decode)
     time     = Σ_o t_o + comm + step overhead   (comm not overlapped by default;
                ``overlap_comm``: max(Σ_o t_o, comm) + overhead)
     floor    = max(bytes / peak bandwidth, FLOPs / peak FLOPS)        the physical limit
@@ -54,8 +57,9 @@ embedding, as aiconfigurator's LLAMA model charges ``ar_1``, ``ar_2`` and ``embe
 ``2 (tp − 1)/tp × message / link bandwidth + link latency`` per all-reduce. Expert parallelism
 is modelled as in DP-attention + EP deployments (SGLang ``--enable-dp-attention``, DeepSeek's
 wide EP): attention runs data-parallel over the ``ep`` ranks (tp = 1), each rank holds ``E/ep``
-experts, and every MoE layer dispatches and combines its tokens with two all-to-alls of
-``(n/ep) × k × hidden × 2 B × (ep − 1)/ep`` per rank. Load imbalance between ranks is not modelled.
+experts, and every MoE layer dispatches and combines its tokens (priced by
+:func:`kvplan.calc.alltoall.ep_alltoall_s`, the same function the per-operator model uses).
+Load imbalance between ranks is not modelled.
 
 Every function broadcasts over numpy arrays (batch, context, tp, …), so one point and a
 million-point sweep are the same code path.
@@ -71,9 +75,10 @@ import numpy as np
 
 from kvplan.calc.cost import (AttentionGroup, ModelCost, compute_dtype_for, cumulative_keys,  # noqa: F401
                                model_cost, read_profile)
+from kvplan.calc.alltoall import ep_alltoall_s
 from kvplan.calc.moe import experts_touched
 
-ACTIVATION_BYTES = 2  # bf16/fp16 activations on the wire (TP all-reduce, EP all-to-all)
+ACTIVATION_BYTES = 2  # bf16/fp16 activations on the wire (TP all-reduce; EP: kvplan.calc.alltoall)
 
 
 # --------------------------------------------------------------------------- hardware figures
@@ -203,7 +208,7 @@ class PassCost:
 
 def forward_pass(
     cost: ModelCost, machine: Machine, *, tokens, kv_bytes, attention_flops, lm_head_rows,
-    tp=1, ep=1, overlap_comm: bool = False, **_ignored,
+    tp=1, ep=1, overlap_comm: bool = False, phase: str | None = None, **_ignored,
 ) -> PassCost:
     """One forward pass of ``tokens`` new tokens over an instance of tp × ep GPUs (per-GPU terms).
 
@@ -217,7 +222,8 @@ def forward_pass(
     memory-bound and the sum is (all bytes)/(BW η); at large batch the GEMMs turn compute-bound
     while attention stays memory-bound, and the sum is what the kernels, run one after the
     other, take. The floor is the whole pass at peak with perfect overlap:
-    max(all bytes / BW, all FLOPs / peak).
+    max(all bytes / BW, all FLOPs / peak). ``phase`` ("prefill" / "decode", default decode)
+    picks DeepEP's kernel family for the expert all-to-all.
     """
     tp = np.asarray(tp, dtype=np.float64)
     ep = np.asarray(ep, dtype=np.float64)
@@ -241,7 +247,7 @@ def forward_pass(
     message = n * cost.hidden_size * ACTIVATION_BYTES
     comm = (2 * cost.layers + 1) * allreduce_s(message, tp, bw, lat)
     if cost.is_moe:
-        comm = comm + 2 * cost.moe_layers * alltoall_s(message / ep * cost.experts_per_token, ep, bw, lat)
+        comm = comm + cost.moe_layers * ep_alltoall_s(cost, machine, n / ep, ep, phase=phase)
     if overlap_comm:
         time_s = np.maximum(kernels, comm) + machine.step_overhead_s
     else:

@@ -62,7 +62,8 @@ def suffix_prefill_s(cost: ModelCost, machine: Machine, cached_tokens, prompt_to
     kv = new * cost.kv_token_bytes(tp) + cost.kv_sequence_bytes(a, tp) * (a > 0)
     attention = cost.prefill_attention_flops(a, s)
     return forward_pass(cost, machine, tokens=dp * new, kv_bytes=kv, attention_flops=dp * attention,
-                        lm_head_rows=dp * np.ones_like(s), tp=tp, ep=dp, overlap_comm=overlap_comm).time_s
+                        lm_head_rows=dp * np.ones_like(s), tp=tp, ep=dp, overlap_comm=overlap_comm,
+                        phase="prefill").time_s
 
 
 def recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False):

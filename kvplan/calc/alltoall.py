@@ -1,0 +1,174 @@
+"""Expert-parallel all-to-all: the dispatch and combine of one MoE layer, as DeepEP runs them.
+
+One function, :func:`ep_alltoall_s`, prices both for the roofline
+(:func:`kvplan.calc.roofline.forward_pass`) and the per-operator model
+(:func:`kvplan.calc.operators.operator_pass`); ``kvplan latency`` and ``kvplan pd`` both go through it.
+
+Bytes per token copy (SI, per MoE layer, hidden size h)::
+
+    dispatch  h × 1 B + ⌈h / 128⌉ × 4 B     FP8 (e4m3) with one fp32 scale per 128 channels,
+                                            when the experts run FP8 GEMMs (compute dtype fp8)
+              h × 2 B                       otherwise (bf16 / fp16 activations)
+    combine   h × 2 B                       BF16 always
+
+Sources: DeepSeek-V3 technical report (arXiv:2412.19437) §3.3.4 "we quantize the activation
+before MoE up-projections into FP8 and then apply dispatch components … For both the forward and
+backward combine components, we retain them in BF16", with 1 × 128 activation tiles (§3.3.2);
+DeepEP README (deepseek-ai/DeepEP) "FP8 dispatching and BF16 combining"; DeepEP's
+``tests/test_internode.py`` counts dispatch bytes as ``hidden × 2 × (1 + 4/128) / 2`` per copy.
+
+Two kernel families (DeepEP README; SGLang ``--deepep-mode auto`` takes normal kernels for
+prefill and low-latency kernels for decode), per rank with ``t`` tokens and top-k experts, over
+``p`` EP ranks in scale-up domains (nodes) of ``g`` GPUs (``g = min(p, domain)``, ``n = ⌈p / g⌉``)::
+
+    p ≤ g (one domain):       copies = t k (p − 1)/p   over the scale-up link
+                              T = copies × bytes / BW_up + α_up
+    p > g, normal (prefill):  each token crosses the NIC once per destination node, then is
+                              forwarded over NVLink to the expert ranks there:
+                              RDMA  = t × D(E, k, n, M) × bytes,  NVLink = t × k (g − 1)/g × bytes
+                              T = max(RDMA / BW_nic, NVLink / BW_up) + α_nic
+    p > g, low-latency        every (token, expert) pair over RDMA ("pure RDMA"):
+      (decode):               T = t × k × bytes / BW_nic + α_nic
+
+``D(E, k, n, M)`` is the expected number of distinct nodes a token's k experts sit on (the
+sender's own node included, as DeepEP's ``num_rdma_token_sent`` counts them), E experts spread
+evenly over n nodes and the k chosen without replacement::
+
+    D = m × (1 − C(E_m − E/n, k) / C(E_m, k)),   m = min(M, n),  E_m = m × E / n
+
+With node-limited routing (DeepSeek-V3 §2.1.2: "each token will be sent to at most M nodes",
+M = 4, §4.2) a token's experts lie on m = M of the n nodes; without it (M absent) m = n.
+
+Bandwidths are the links' effective figures (line rate × the card's efficiency): for the H800
+node the NIC efficiency is DeepEP's measured internode EP32 bandwidth (44 GB/s of 50), which
+DeepEP's test computes over exactly these logical bytes (distinct nodes incl. the sender's,
+FP8 dispatch), so the formula reproduces the measured time by construction of the metric; the
+low-latency table (39–46 GB/s, 128 tokens, EP8–EP256) is a separate check
+(``tests/unit/test_alltoall.py``). α is the link's latency per message (one per all-to-all).
+Load imbalance between ranks is charged in the expert GEMMs, not here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+FP8_SCALE_BLOCK = 128      # channels per fp32 scale (DeepSeek-V3 §3.3.2 1×128 activation tiles)
+FP8_SCALE_BYTES = 4        # one float32 per block (DeepEP test_internode: (1 + 4/128) / 2 of bf16)
+BF16_BYTES = 2
+
+
+def dispatch_bytes_per_copy(hidden: int, fp8: bool) -> float:
+    """Bytes of one token copy sent by the dispatch: FP8 + per-128 fp32 scales, or bf16."""
+    if fp8:
+        return float(hidden + math.ceil(hidden / FP8_SCALE_BLOCK) * FP8_SCALE_BYTES)
+    return float(hidden * BF16_BYTES)
+
+
+def combine_bytes_per_copy(hidden: int) -> float:
+    """Bytes of one token copy returned by the combine: BF16."""
+    return float(hidden * BF16_BYTES)
+
+
+_LGAMMA = np.vectorize(lambda a: math.lgamma(a + 1.0) if a >= 0 else math.inf, otypes=[float])
+
+
+def _log_comb(n, k: int):
+    """log C(n, k) for real n ≥ k (through lgamma)."""
+    n = np.asarray(n, dtype=np.float64)
+    return _LGAMMA(n) - math.lgamma(k + 1.0) - _LGAMMA(n - k)
+
+
+def expected_nodes(num_experts: int, k: int, nodes, max_nodes=None):
+    """Expected distinct nodes a token's k experts land on: ``m (1 − C(E_m − E/n, k) / C(E_m, k))``.
+
+    E experts evenly over ``nodes`` (n), k distinct experts chosen uniformly among the E_m = m E / n
+    experts of the m = min(M, n) nodes node-limited routing allows (m = n without a limit).
+    One node: 1. Continuous n (E/n fractional) is allowed; C is taken through lgamma.
+    """
+    n = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    m = n if max_nodes is None else np.minimum(n, float(max_nodes))
+    per_node = num_experts / n
+    pool = m * per_node
+    rest = pool - per_node
+    with np.errstate(invalid="ignore", over="ignore"):
+        miss = np.where(rest >= k, np.exp(_log_comb(rest, k) - _log_comb(pool, k)), 0.0)
+    return np.where(n > 1, m * (1.0 - miss), 1.0)
+
+
+@dataclass(frozen=True)
+class AllToAll:
+    """One MoE layer's dispatch and combine on one rank (arrays): seconds and bytes per link."""
+
+    dispatch_s: np.ndarray
+    combine_s: np.ndarray
+    nic_bytes: np.ndarray          # dispatch + combine, per rank, over the NIC (logical, DeepEP's count)
+    scale_up_bytes: np.ndarray     # dispatch + combine, per rank, over the scale-up link
+    kernel: str                    # "normal" or "low_latency"
+
+    @property
+    def time_s(self):
+        return self.dispatch_s + self.combine_s
+
+
+def kernel_for(phase: str | None) -> str:
+    """DeepEP's kernel family for a phase: normal for prefill, low-latency for decode."""
+    return "normal" if phase == "prefill" else "low_latency"
+
+
+def ep_alltoall(tokens_per_rank, ranks, machine, *, hidden: int, num_experts: int, k: int,
+                fp8_dispatch: bool, phase: str | None = "decode", max_nodes_per_token=None) -> AllToAll:
+    """Dispatch + combine of one MoE layer for ``tokens_per_rank`` tokens on each of ``ranks`` EP ranks.
+
+    ``machine`` gives the effective links (``scale_up_bytes_per_s``, ``nic_bytes_per_s``), their
+    latencies and ``scale_up_domain``. Zero on one rank. See the module docstring for the formulas.
+    """
+    t = np.asarray(tokens_per_rank, dtype=np.float64)
+    p = np.asarray(ranks, dtype=np.float64)
+    domain = machine.scale_up_domain if machine.scale_up_domain and machine.scale_up_domain > 0 else 1.0
+    g = np.minimum(p, domain)
+    nodes = np.ceil(p / np.maximum(g, 1.0) - 1e-9)
+    b_d = dispatch_bytes_per_copy(hidden, fp8_dispatch)
+    b_c = combine_bytes_per_copy(hidden)
+    kernel = kernel_for(phase)
+    inside = p <= g
+    with np.errstate(invalid="ignore", divide="ignore"):
+        local = t * k * (p - 1) / p                                   # copies, one domain
+        if kernel == "normal":
+            nic_copies = t * expected_nodes(num_experts, k, nodes, max_nodes_per_token)
+            fwd_copies = t * k * (g - 1) / g
+        else:
+            nic_copies = t * k
+            fwd_copies = 0.0 * t
+        up_copies = np.where(inside, local, fwd_copies)
+        nic_copies = np.where(inside, 0.0, nic_copies)
+        up_bw, nic_bw = machine.scale_up_bytes_per_s, machine.nic_bytes_per_s
+
+        def one(bytes_per_copy):
+            up = np.where(up_copies > 0, up_copies * bytes_per_copy / up_bw, 0.0)
+            out = np.where(nic_copies > 0, nic_copies * bytes_per_copy / nic_bw, 0.0)
+            alpha = np.where(inside, machine.scale_up_latency_s, machine.nic_latency_s)
+            return np.where(p > 1, np.maximum(up, out) + alpha, 0.0)
+
+        dispatch, combine = one(b_d), one(b_c)
+    on = p > 1
+    return AllToAll(dispatch, combine, np.where(on, nic_copies * (b_d + b_c), 0.0),
+                    np.where(on, up_copies * (b_d + b_c), 0.0), kernel)
+
+
+def ep_alltoall_s(cost, machine, tokens_per_rank, ranks, *, phase: str | None = "decode",
+                  fp8_dispatch: bool | None = None) -> np.ndarray:
+    """Seconds of one MoE layer's dispatch + combine for a :class:`~kvplan.calc.cost.ModelCost`.
+
+    FP8 dispatch when the GEMMs run in fp8 (``machine.compute_dtype``), unless ``fp8_dispatch`` says.
+    """
+    fp8 = (machine.compute_dtype == "fp8") if fp8_dispatch is None else fp8_dispatch
+    return ep_alltoall(tokens_per_rank, ranks, machine, hidden=cost.hidden_size, num_experts=cost.num_experts,
+                       k=cost.experts_per_token, fp8_dispatch=fp8, phase=phase,
+                       max_nodes_per_token=getattr(cost, "max_nodes_per_token", None)).time_s
+
+
+__all__ = ["AllToAll", "ep_alltoall", "ep_alltoall_s", "expected_nodes", "dispatch_bytes_per_copy",
+           "combine_bytes_per_copy", "kernel_for"]
