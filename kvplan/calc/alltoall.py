@@ -21,23 +21,37 @@ Two kernel families (DeepEP README; SGLang ``--deepep-mode auto`` takes normal k
 prefill and low-latency kernels for decode), per rank with ``t`` tokens and top-k experts, over
 ``p`` EP ranks in scale-up domains (nodes) of ``g`` GPUs (``g = min(p, domain)``, ``n = ⌈p / g⌉``)::
 
-    p ≤ g (one domain):       copies = t k (p − 1)/p   over the scale-up link
-                              T = copies × bytes / BW_up + α_up
-    p > g, normal (prefill):  each token crosses the NIC once per destination node, then is
-                              forwarded over NVLink to the expert ranks there:
-                              RDMA  = t × D(E, k, n, M) × bytes,  NVLink = t × k (g − 1)/g × bytes
+    normal (prefill): a token goes once to each rank that holds any of its experts
+        p ≤ g (one domain):   T = t × D(E, k, p) (p − 1)/p × bytes / BW_up + α_up
+        p > g:                once per destination node over the NIC, then forwarded over NVLink:
+                              RDMA = t × D(E, k, n, M) × bytes,  NVLink = t × D(E, k, p, M g) (g − 1)/g × bytes
                               T = max(RDMA / BW_nic, NVLink / BW_up) + α_nic
-    p > g, low-latency        every (token, expert) pair over RDMA ("pure RDMA"):
-      (decode):               T = t × k × bytes / BW_nic + α_nic
+    low-latency (decode): every (token, expert) pair is its own message
+        p ≤ g:                T = t × k (p − 1)/p × bytes / BW_up + α_up
+        p > g:                T = t × k × bytes / BW_nic + α_nic   ("pure RDMA")
 
-``D(E, k, n, M)`` is the expected number of distinct nodes a token's k experts sit on (the
-sender's own node included, as DeepEP's ``num_rdma_token_sent`` counts them), E experts spread
-evenly over n nodes and the k chosen without replacement::
+Scale-up legs count the copies that leave the GPU. NIC legs count bytes as DeepEP's benchmarks do,
+the sender's own node included, because the NIC efficiency is DeepEP's printed bandwidth over
+that count (see below): the formula then gives DeepEP's measured time.
 
-    D = m × (1 − C(E_m − E/n, k) / C(E_m, k)),   m = min(M, n),  E_m = m × E / n
+``D(E, k, u, L)`` is the expected number of distinct units (nodes, or ranks) a token's k experts
+sit on, the sender's own unit included — as DeepEP's tests count the bytes behind their printed
+bandwidths (``num_rdma_token_sent``: (token, node) pairs after de-duplication; ``recv_x`` rows:
+(token, rank) pairs; the low-latency test: every selection). E experts spread evenly over u
+units, the k chosen without replacement among the experts of the m = min(L, u) units the
+routing allows::
+
+    D = m × (1 − C(E_m − E/u, k) / C(E_m, k)),   E_m = m × E / u
 
 With node-limited routing (DeepSeek-V3 §2.1.2: "each token will be sent to at most M nodes",
-M = 4, §4.2) a token's experts lie on m = M of the n nodes; without it (M absent) m = n.
+M = 4, §4.2) a token's experts lie on M of the n nodes (M g of the ranks); without it L = u.
+
+Inside one domain, where kvplan ships measured DeepEP latencies for the GPU (aiconfigurator's
+``moe_a2a`` table in kvplan/data/perf: SGLang's DeepEP low-latency and normal kernels, EP8 in one
+node, H100/H200/B200), the link is the one those rows give: a least-squares fit of
+``latency = α + bytes / BW`` over the rows of each (kernel, phase) at DeepEP's default 20 SMs
+(``Buffer.num_sms``), bytes counted as above (:func:`measured_in_domain`). These rows are the
+fitting set for the in-domain case; elsewhere the card's link is used.
 
 Bandwidths are the links' effective figures (line rate × the card's efficiency): for the H800
 node the NIC efficiency is DeepEP's measured internode EP32 bandwidth (44 GB/s of 50), which
@@ -52,6 +66,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -82,20 +97,66 @@ def _log_comb(n, k: int):
 
 
 def expected_nodes(num_experts: int, k: int, nodes, max_nodes=None):
-    """Expected distinct nodes a token's k experts land on: ``m (1 − C(E_m − E/n, k) / C(E_m, k))``.
+    """Expected distinct units (nodes or ranks) a token's k experts land on: ``m (1 − C(E_m − E/n, k) / C(E_m, k))``.
 
-    E experts evenly over ``nodes`` (n), k distinct experts chosen uniformly among the E_m = m E / n
-    experts of the m = min(M, n) nodes node-limited routing allows (m = n without a limit).
-    One node: 1. Continuous n (E/n fractional) is allowed; C is taken through lgamma.
+    E experts evenly over ``nodes`` (n) units, k distinct experts chosen uniformly among the
+    E_m = m E / n experts of the m = min(M, n) units the routing allows (m = n without a limit).
+    One unit: 1. Continuous n (E/n fractional) is allowed; C is taken through lgamma.
     """
     n = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
-    m = n if max_nodes is None else np.minimum(n, float(max_nodes))
+    m = n if max_nodes is None else np.minimum(n, np.asarray(max_nodes, dtype=np.float64))
     per_node = num_experts / n
     pool = m * per_node
     rest = pool - per_node
     with np.errstate(invalid="ignore", over="ignore"):
         miss = np.where(rest >= k, np.exp(_log_comb(rest, k) - _log_comb(pool, k)), 0.0)
     return np.where(n > 1, m * (1.0 - miss), 1.0)
+
+
+DEEPEP_DEFAULT_SMS = "20"   # deepseek-ai/DeepEP buffer.py: Buffer.num_sms = 20 (normal kernels)
+_LIBRARIES = {"deepep_ll": "low_latency", "deepep_normal": "normal"}
+
+
+def _copies_one_domain(kernel: str, tokens, k, num_experts, ranks):
+    """Copies leaving a rank inside one domain (the formulas above, p ≤ g)."""
+    p = np.asarray(ranks, dtype=np.float64)
+    per_token = expected_nodes(num_experts, k, p) if kernel == "normal" else np.asarray(k, dtype=np.float64)
+    return np.asarray(tokens, dtype=np.float64) * per_token * (p - 1) / p
+
+
+@lru_cache(maxsize=32)
+def measured_in_domain(card_name: str) -> dict:
+    """{(kernel, phase): (bytes_per_s, alpha_s, rows)} fitted on the shipped DeepEP rows of one GPU ({} if none).
+
+    ``latency = α + bytes / BW`` by least squares on relative error (each row weighted by 1 / latency),
+    bytes = copies leaving the rank (EP8, one node) × FP8-dispatch / BF16-combine bytes per copy.
+    """
+    from kvplan.calc.perfdb import load_default
+
+    tables = load_default()
+    gpu = tables.gpu_name(card_name) if tables is not None else None
+    t = tables.table("moe_a2a", gpu) if gpu else None
+    if t is None:
+        return {}
+    out = {}
+    for library, kernel in _LIBRARIES.items():
+        for phase in ("dispatch", "combine"):
+            sel = (t["library"] == library) & (t["phase"] == phase) & (t["ep_size"] == "8")
+            if kernel == "normal":
+                sel &= t["sms"] == DEEPEP_DEFAULT_SMS
+            if sel.sum() < 2:
+                continue
+            hidden, k, experts = t["hidden_size"][sel], t["topk"][sel], t["num_experts"][sel]
+            copies = np.array([_copies_one_domain(kernel, n, int(kk), int(e), 8)
+                               for n, kk, e in zip(t["num_tokens"][sel], k, experts)], dtype=np.float64)
+            per_copy = np.array([dispatch_bytes_per_copy(int(h), True) if phase == "dispatch"
+                                 else combine_bytes_per_copy(int(h)) for h in hidden])
+            y = t["latency_s"][sel]
+            a = np.stack([np.ones_like(y), copies * per_copy], axis=1) / y[:, None]
+            (alpha, inv_bw), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
+            if inv_bw > 0 and alpha >= 0:
+                out[(kernel, phase)] = (1.0 / inv_bw, float(alpha), int(sel.sum()))
+    return out
 
 
 @dataclass(frozen=True)
@@ -135,24 +196,27 @@ def ep_alltoall(tokens_per_rank, ranks, machine, *, hidden: int, num_experts: in
     kernel = kernel_for(phase)
     inside = p <= g
     with np.errstate(invalid="ignore", divide="ignore"):
-        local = t * k * (p - 1) / p                                   # copies, one domain
         if kernel == "normal":
-            nic_copies = t * expected_nodes(num_experts, k, nodes, max_nodes_per_token)
-            fwd_copies = t * k * (g - 1) / g
+            rank_limit = None if max_nodes_per_token is None else max_nodes_per_token * g
+            ranks_hit = t * expected_nodes(num_experts, k, p, rank_limit)
+            up_copies = ranks_hit * np.where(inside, (p - 1) / p, (g - 1) / g)
+            nic_copies = np.where(inside, 0.0, t * expected_nodes(num_experts, k, nodes, max_nodes_per_token))
         else:
-            nic_copies = t * k
-            fwd_copies = 0.0 * t
-        up_copies = np.where(inside, local, fwd_copies)
-        nic_copies = np.where(inside, 0.0, nic_copies)
-        up_bw, nic_bw = machine.scale_up_bytes_per_s, machine.nic_bytes_per_s
+            up_copies = np.where(inside, t * k * (p - 1) / p, 0.0)
+            nic_copies = np.where(inside, 0.0, t * k)
+        nic_bw = machine.nic_bytes_per_s
+        measured = measured_in_domain(machine.name) if np.any(inside & (p > 1)) else {}
 
-        def one(bytes_per_copy):
+        def one(bytes_per_copy, phase_name):
+            up_bw, up_lat = measured.get((kernel, phase_name), (machine.scale_up_bytes_per_s,
+                                                                machine.scale_up_latency_s))[:2]
+            up_bw = np.where(inside, up_bw, machine.scale_up_bytes_per_s)
             up = np.where(up_copies > 0, up_copies * bytes_per_copy / up_bw, 0.0)
             out = np.where(nic_copies > 0, nic_copies * bytes_per_copy / nic_bw, 0.0)
-            alpha = np.where(inside, machine.scale_up_latency_s, machine.nic_latency_s)
+            alpha = np.where(inside, up_lat, machine.nic_latency_s)
             return np.where(p > 1, np.maximum(up, out) + alpha, 0.0)
 
-        dispatch, combine = one(b_d), one(b_c)
+        dispatch, combine = one(b_d, "dispatch"), one(b_c, "combine")
     on = p > 1
     return AllToAll(dispatch, combine, np.where(on, nic_copies * (b_d + b_c), 0.0),
                     np.where(on, up_copies * (b_d + b_c), 0.0), kernel)
@@ -170,5 +234,5 @@ def ep_alltoall_s(cost, machine, tokens_per_rank, ranks, *, phase: str | None = 
                        max_nodes_per_token=getattr(cost, "max_nodes_per_token", None)).time_s
 
 
-__all__ = ["AllToAll", "ep_alltoall", "ep_alltoall_s", "expected_nodes", "dispatch_bytes_per_copy",
+__all__ = ["AllToAll", "measured_in_domain", "ep_alltoall", "ep_alltoall_s", "expected_nodes", "dispatch_bytes_per_copy",
            "combine_bytes_per_copy", "kernel_for"]

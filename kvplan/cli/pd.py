@@ -54,6 +54,8 @@ def pd_command(
     trace_format: TraceFormatOpt = "auto",
     ttft: Annotated[str, typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=4s'.")] = "p99<=4s",
     tpot: Annotated[str, typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = "p99<=100ms",
+    max_utilization: Annotated[float, typer.Option(
+        "--max-utilization", help="Prefill pool utilisation ceiling (default 0.9, as kvplan plan).")] = 0.9,
     prefill_tp: Annotated[Optional[str], typer.Option(
         "--prefill-tp", help="Prefill TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
     decode_tp: Annotated[Optional[str], typer.Option(
@@ -138,7 +140,7 @@ def pd_command(
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
         settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
-        allow_long_context=allow_long_context, cards=cards_dirs(cards),
+        allow_long_context=allow_long_context, cards=cards_dirs(cards), max_utilization=max_utilization,
     )
     fmt = output_format(fmt, output)
     explain = explain or checklist

@@ -46,7 +46,7 @@ from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode
                                    as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
 from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row, verdict
-from kvplan.plans.pd.search import PairModel, Point
+from kvplan.plans.pd.search import DEFAULT_MAX_UTILIZATION, PairModel, Point
 from kvplan.result import Result
 from kvplan.units import format_bytes
 from kvplan.workload.synthetic import Workload
@@ -92,6 +92,7 @@ class Setup:
     notes: list[str] = field(default_factory=list)
     overlap_comm: bool = False
     prefix_read_bytes_per_s: float | None = None
+    max_utilization: float = DEFAULT_MAX_UTILIZATION
 
 
 @dataclass
@@ -149,6 +150,7 @@ def plan_pd(
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
     redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
+    max_utilization: float = DEFAULT_MAX_UTILIZATION,
 ) -> Result:
     """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
     if isinstance(trace, (str, Path)):
@@ -163,6 +165,14 @@ def plan_pd(
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
     setup.overlap_comm = bool(overlap_comm)
+    if not 0 < max_utilization <= 1:
+        raise InputError(f"--max-utilization must be in (0, 1] (got {max_utilization})",
+                         f"the prefill pool's utilisation ceiling; kvplan's default is {DEFAULT_MAX_UTILIZATION:g}")
+    setup.max_utilization = float(max_utilization)
+    setup.notes.append(f"prefill pool sized to utilisation ≤ {max_utilization:g}"
+                       + (" (kvplan default, as kvplan plan's ceiling: ≈ 1/(1 + 0.11), the 11% median |error| of "
+                          "kvplan's prefill/TTFT on the scoring set, keeps the pool below saturation; "
+                          "--max-utilization)" if max_utilization == DEFAULT_MAX_UTILIZATION else " (--max-utilization)"))
     if hit_note:
         setup.notes.append(hit_note)
     if prefix_read_bandwidth_bytes_per_s is not None:
@@ -421,7 +431,8 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
             pm, dm = prefill[shape_p], decode[shape_d]
             transfer = transfer_model(dm.receive_bytes_per_gpu, shape_d.tp, shape_p.tp, pm.service_s, layers,
                                       link.bandwidth_bytes_per_s, link.latency_s)
-            pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot)
+            pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot,
+                             max_utilization=setup.max_utilization)
             if fixed is not None:
                 candidates.append(Candidate(shape_p, shape_d, link, pair, pair.evaluate(*fixed)))
                 break

@@ -91,6 +91,7 @@ def binding_of(setup, values: dict, prefill_binding: str | None, decode_binding:
         "decode_kv_capacity": values.get("decode_kv_utilization", 0),
         "max_num_seqs": values.get("decode_seq_utilization", 0),
         "link": values.get("link_utilization", 0),
+        "prefill_utilization": values.get("prefill_utilization", 0) / getattr(setup, "max_utilization", 1.0),
     }
     return max(binding, key=lambda k: ratios.get(k, 0.0) if math.isfinite(ratios.get(k, 0.0)) else math.inf)
 
