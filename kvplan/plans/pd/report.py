@@ -36,7 +36,7 @@ NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "
          "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
          "kv_capacity": "KV capacity", "prefill_compute": "prefill compute", "chunk_budget": "chunk budget",
          "max_num_batched_tokens": "max_num_batched_tokens", "memory": "memory",
-         "utilization": "utilisation", "none": "none"}
+         "utilization": "utilisation", "prefill_utilization": "prefill utilisation ceiling", "none": "none"}
 
 
 def pd_columns(setup) -> list[str]:
@@ -269,7 +269,7 @@ def _compare(setup, pd: dict, agg: dict | None) -> tuple[str, bool]:
         what = (f"disaggregated {pd['xpyd']} (prefill {_shape_text(pd, 'prefill')}, decode {_shape_text(pd, 'decode')}, "
                 f"KV over the "
                 f"{PATH_NAMES[pd['link_kind']]}) needs {pd['total_gpus']} GPUs, "
-                f"{pd['goodput_per_gpu']:.3g} req/s per GPU; binding: {NAMES.get(pd['binding_constraint'])}")
+                f"{pd['goodput_per_gpu']:.3g} req/s per GPU; binding: {NAMES.get(pd['binding_constraint'], pd['binding_constraint'])}")
     else:
         what = f"disaggregation cannot meet {slos}: {pd['reason']}"
     if agg is None:
