@@ -51,7 +51,8 @@ Inside one domain, where kvplan ships measured DeepEP latencies for the GPU (aic
 node, H100/H200/B200), the link is the one those rows give: a least-squares fit of
 ``latency = α + bytes / BW`` over the rows of each (kernel, phase) at DeepEP's default 20 SMs
 (``Buffer.num_sms``), bytes counted as above (:func:`measured_in_domain`). These rows are the
-fitting set for the in-domain case; elsewhere the card's link is used.
+fitting set for the in-domain case; elsewhere the card's link is used. Across domains the
+fitted α (the kernel's fixed cost: layout, notify, launch) is kept as a floor under the NIC's.
 
 Bandwidths are the links' effective figures (line rate × the card's efficiency): for the H800
 node the NIC efficiency is DeepEP's measured internode EP32 bandwidth (44 GB/s of 50), which
@@ -205,15 +206,17 @@ def ep_alltoall(tokens_per_rank, ranks, machine, *, hidden: int, num_experts: in
             up_copies = np.where(inside, t * k * (p - 1) / p, 0.0)
             nic_copies = np.where(inside, 0.0, t * k)
         nic_bw = machine.nic_bytes_per_s
-        measured = measured_in_domain(machine.name) if np.any(inside & (p > 1)) else {}
+        measured = measured_in_domain(machine.name) if np.any(p > 1) else {}
 
         def one(bytes_per_copy, phase_name):
-            up_bw, up_lat = measured.get((kernel, phase_name), (machine.scale_up_bytes_per_s,
-                                                                machine.scale_up_latency_s))[:2]
+            fit = measured.get((kernel, phase_name))
+            up_bw, up_lat = fit[:2] if fit else (machine.scale_up_bytes_per_s, machine.scale_up_latency_s)
             up_bw = np.where(inside, up_bw, machine.scale_up_bytes_per_s)
             up = np.where(up_copies > 0, up_copies * bytes_per_copy / up_bw, 0.0)
             out = np.where(nic_copies > 0, nic_copies * bytes_per_copy / nic_bw, 0.0)
-            alpha = np.where(inside, up_lat, machine.nic_latency_s)
+            # the kernel's measured fixed cost does not vanish across nodes: α_nic ≥ the fitted α
+            nic_lat = max(machine.nic_latency_s, fit[1]) if fit else machine.nic_latency_s
+            alpha = np.where(inside, up_lat, nic_lat)
             return np.where(p > 1, np.maximum(up, out) + alpha, 0.0)
 
         dispatch, combine = one(b_d, "dispatch"), one(b_c, "combine")
