@@ -41,7 +41,7 @@ class Document:
     charts: list[Chart] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
-    explain: list[str] = field(default_factory=list)
+    explain: list[tuple[str, list[str]]] = field(default_factory=list)  # (which answer, its chain of numbers)
 
     def markdown(self) -> str:
         out = [f"# {self.title}", ""]
@@ -61,12 +61,19 @@ class Document:
                 out += [f"### {table.title}", "", f"CSV: [{table.name}]({table.name}){more}", "",
                         *table.markdown(), ""]
         out += ["## Assumptions", "", *(f"- {a}" for a in self.assumptions), ""]
-        if self.explain:
-            out += ["## How the numbers were obtained", "", "```", *self.explain, "```", ""]
+        if any(lines for _, lines in self.explain):
+            out += ["## How the numbers were obtained", ""]
+            for heading, lines in self.explain:
+                if lines:
+                    out += [f"### {heading}", "", "```", *lines, "```", ""]
         return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- building
+
+EXPLAIN_HEADINGS = {"fit": "Memory and KV (kvplan fit)", "latency": "Latency of one instance (kvplan latency)",
+                    "aggregated": "The fleet (kvplan plan)", "tiers": "KV tiers on the fleet (kvplan tier)",
+                    "pd": "Disaggregated plan (kvplan pd)"}
 
 
 def build_document(planfile: PlanFile, cards: tuple[Path, ...] = (), options: ReportOptions | None = None,
@@ -138,7 +145,7 @@ def _layout(planfile: PlanFile, context, produced: dict, checked, options: Repor
     if checked is not None:
         assumptions += checked.assumptions
     doc.assumptions = list(dict.fromkeys([*assumptions, *more_assumptions]))
-    doc.explain = [line for p in produced.values() for line in p.explain] + more_explain
+    doc.explain = [(EXPLAIN_HEADINGS.get(name, name), p.explain) for name, p in produced.items()] + more_explain
     return doc
 
 

@@ -14,10 +14,10 @@ def _table(name: str, title: str, columns: list[str], rows: list[dict]) -> S.Tab
     return S.Table(name, title, present, rows)
 
 
-def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str], list[str]]:
-    """Fill ``doc``'s summary, sections, charts and tables; return (assumptions, explain lines) to add."""
+def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Fill ``doc``'s summary, sections, charts and tables; return (assumptions, explain groups) to add."""
     assumptions: list[str] = []
-    explain: list[str] = []
+    explain: list[tuple[str, list[str]]] = []
     plan = context.plan
     fleet = fleet_row(context) if "aggregated" in produced else None
     slos = {t.kind: (t.text.split(" ", 1)[1], t.stat, t.limit_s) for t in slo_targets(plan)}
@@ -25,7 +25,11 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
     if options.pd or options.checklist:
         pd = pd_section(context, options.checklist)
         assumptions += pd.result.assumptions
-        explain += [line for line in pd.result.explain if not line.startswith("checklist")]
+        from kvplan.plans.check.report_data import CHECKLIST_MARK
+
+        lines = pd.result.explain
+        explain.append(("Disaggregated plan (kvplan pd)",
+                        lines[:lines.index(CHECKLIST_MARK)] if CHECKLIST_MARK in lines else list(lines)))
     if fleet is not None:
         doc.summary = S.fleet_lines(fleet, plan, slos, context.deployment)
         if pd is not None:

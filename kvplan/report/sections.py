@@ -78,6 +78,11 @@ class Section:
     lines: list[str]
 
 
+def _n(count, noun: str) -> str:
+    """'1 GPU', '16 GPUs' (thousands separated)."""
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _sec(value) -> str:
     return "—" if value is None else format_seconds(value)
 
@@ -105,7 +110,7 @@ def fleet_lines(row: dict, plan, slos: dict, deployment) -> list[str]:
     where = (f", on {row['nodes']:,} node(s) of {row['system']} ({row['accelerators_per_node']} GPUs each)"
              if row.get("nodes") else "")
     lines = [
-        f"- **{row['total_gpus']:,} GPUs**: {row['instances']:,} instance(s) × {row['gpus_per_instance']} GPUs of "
+        f"- **{_n(row['total_gpus'], 'GPU')}**: {row['instances']:,} instance(s) × {_n(row['gpus_per_instance'], 'GPU')} of "
         f"{row['hardware']} (tp {row['tp']}, pp {row['pp']}), {row['engine']}{where}",
         f"- Batch to configure: max_num_seqs {row['batch_per_instance']:,} per instance (fleet concurrency "
         f"{row['concurrency']:,.1f}); max_num_batched_tokens {deployment.engine.chunk_tokens:,}; KV per GPU "
@@ -133,8 +138,8 @@ def pd_lines(section) -> list[str]:
     if r["feasible"]:
         lines += [
             f"- Recommended: **{r['xpyd']}**: prefill {r['prefill_instances']} × TP{r['prefill_tp']} on "
-            f"{r['prefill_hardware']} ({r['prefill_gpus']} GPUs), decode {r['decode_instances']} × TP{r['decode_tp']} on "
-            f"{r['decode_hardware']} ({r['decode_gpus']} GPUs): {r['total_gpus']} GPUs in all",
+            f"{r['prefill_hardware']} ({_n(r['prefill_gpus'], 'GPU')}), decode {r['decode_instances']} × TP{r['decode_tp']} "
+            f"on {r['decode_hardware']} ({_n(r['decode_gpus'], 'GPU')}): {_n(r['total_gpus'], 'GPU')} in all",
             f"- KV transfer: {format_bytes(r['kv_transfer_bytes'])} per mean request over the {r['link_kind']} "
             f"({r['link']}): {_sec(r['kv_transfer_s'])}, of which {_sec(r['exposed_transfer_s'])} exposed after "
             f"layer-wise overlap; link utilisation {human('x', r['link_utilization'])}",
@@ -149,7 +154,7 @@ def pd_lines(section) -> list[str]:
     for p in section.placements:
         fits = p["feasible"] and p.get("placement_fits") is not False
         lines.append(f"- Placement {p['placement']}: {p['xpyd'] or '—'}, "
-                     + (f"{p['total_gpus']} GPUs, TTFT p99 {_sec(p['ttft_p99_s'])}, TPOT p99 {_sec(p['tpot_p99_s'])}"
+                     + (f"{_n(p['total_gpus'], 'GPU')}, TTFT p99 {_sec(p['ttft_p99_s'])}, TPOT p99 {_sec(p['tpot_p99_s'])}"
                         if fits else "does not fit" if p["feasible"] else f"infeasible ({p['binding_constraint']})")
                      + (" — picked" if p.get("placement_picked") else "")
                      + (f" ({p['placement_reason']})" if p.get("placement_reason") else ""))
@@ -160,7 +165,7 @@ def tier_lines(section, fleet: dict) -> list[str]:
     s = section.summary
     fits = s["active_kv_fits_hbm"]
     lines = [
-        f"On this plan's fleet ({fleet['instances']:,} instance(s), {fleet['total_gpus']:,} GPUs): "
+        f"On this plan's fleet ({fleet['instances']:,} instance(s), {_n(fleet['total_gpus'], 'GPU')}): "
         + section.result.verdict + ".", "",
         f"- Where the KV lives: active decode KV {format_bytes(s['active_kv_bytes_per_gpu'])} per GPU (p99 of a batch "
         f"{format_bytes(s['active_kv_p99_bytes_per_gpu'])}) in HBM, whose KV budget is "

@@ -144,10 +144,10 @@ def compare_with_fleet(context: PlanContext, pd: dict) -> tuple[dict, str]:
     if not pd["feasible"]:
         out["winner"] = "aggregated"
         return out, (f"aggregated: disaggregation cannot meet the SLOs ({pd['reason']}); this plan's fleet of "
-                     f"{fleet['total_gpus']:,} GPUs does")
+                     f"{_n(fleet['total_gpus'])} does")
     if not fleet["feasible"]:
         out["winner"] = "disaggregated"
-        return out, (f"disaggregated: {pd['xpyd']} on {pd['total_gpus']:,} GPUs meets the SLOs; this plan's "
+        return out, (f"disaggregated: {pd['xpyd']} on {_n(pd['total_gpus'])} meets the SLOs; this plan's "
                      f"aggregated fleet cannot ({fleet['reason']})")
     if pd_cost is not None and fleet_cost is not None:
         saving, unit = fleet_cost - pd_cost, "per hour"
@@ -156,8 +156,8 @@ def compare_with_fleet(context: PlanContext, pd: dict) -> tuple[dict, str]:
                  f" for this plan's fleet")
     else:
         saving, unit = fleet["total_gpus"] - pd["total_gpus"], "GPUs"
-        basis = (f"{pd['xpyd']} needs {pd['total_gpus']:,} GPUs against {fleet['total_gpus']:,} for this plan's "
-                 f"fleet")
+        basis = (f"{pd['xpyd']} needs {_n(pd['total_gpus'])} against {_n(fleet['total_gpus'])} for this plan's "
+                 "fleet")
     out["saving"], out["saving_unit"] = saving, unit
     if saving > 0:
         out["winner"] = "disaggregated"
@@ -167,6 +167,10 @@ def compare_with_fleet(context: PlanContext, pd: dict) -> tuple[dict, str]:
         return out, f"aggregated serving is cheaper: {basis}, {-saving:,.4g} {unit} less"
     out["winner"] = "tie"
     return out, f"a tie: {basis}"
+
+
+def _n(gpus: int) -> str:
+    return f"{gpus:,} GPU" + ("" if gpus == 1 else "s")
 
 
 def mean_output_tokens(context: PlanContext) -> float:
