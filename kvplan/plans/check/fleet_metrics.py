@@ -63,8 +63,11 @@ def plan_slos(context: PlanContext) -> list:
 
 
 def fleet_answer(context: PlanContext):
-    """``kvplan plan``'s answer (a :class:`~kvplan.plans.fleet.answer.PlanAnswer`) for the plan, computed once."""
+    """``kvplan plan``'s answer (a :class:`~kvplan.plans.fleet.answer.PlanAnswer`, its ``fleet`` typed) for the
+    plan, computed once."""
     if "fleet" not in context.memo:
+        from dataclasses import replace
+
         from kvplan.plans.fleet.answer import answer
 
         dep = context.deployment
@@ -77,11 +80,27 @@ def fleet_answer(context: PlanContext):
                        cards=context.cards)
         note = context.fleet_system[1]
         if note:
-            found.result.assumptions.insert(0, note)
+            found = replace(found, fleet=replace(found.fleet, notes=(note, *found.fleet.notes)))
         context.memo["fleet"] = found
     return context.memo["fleet"]
 
 
+def fleet_plan(context: PlanContext):
+    """The chosen :class:`~kvplan.plans.fleet.aggregated.FleetPlan` of the plan's one fleet."""
+    return fleet_answer(context).fleet.plan
+
+
+def fleet_cost(context: PlanContext) -> dict:
+    """``gpu_cost_per_gpu_hour``, ``fleet_cost_per_hour``, ``cost_per_million_output_tokens`` of the fleet
+    (:func:`kvplan.plans.fleet.cost.cost_fields`; None entries without a price or a feasible fleet)."""
+    from kvplan.plans.fleet.cost import cost_fields
+
+    answer = fleet_answer(context).fleet
+    plan = answer.plan
+    return cost_fields(plan.total_gpus if plan.feasible else None, plan.hardware, plan.rate_per_s, answer.mean_osl,
+                       context.gpu_cost)
+
+
 def fleet_row(context: PlanContext) -> dict:
-    """The ``kind: plan`` row of the fleet (every key of ``kvplan plan --format json``'s first row)."""
-    return fleet_answer(context).result.rows[0]
+    """The ``kind: plan`` row of the fleet for output (every key of ``kvplan plan --format json``'s first row)."""
+    return fleet_answer(context).fleet.rows[0]

@@ -357,25 +357,37 @@ register(PD, {
 
 
 def _aggregated_metrics(context: PlanContext) -> Produced:
-    """``kvplan plan``'s fleet for the plan (:mod:`kvplan.plans.check.fleet_metrics`); infeasible plans give ∞ counts."""
+    """``kvplan plan``'s fleet for the plan (:mod:`kvplan.plans.check.fleet_metrics`), read from its typed
+    fields; infeasible plans give ∞ counts."""
     import math
 
-    from kvplan.plans.check.fleet_metrics import fleet_answer
+    from kvplan.plans.check.fleet_metrics import fleet_answer, fleet_cost
 
-    found = fleet_answer(context)
-    row = found.result.rows[0]
-    values = {f"{kind}_{stat}_s": (row[f"{kind}_{stat}_s"] if row[f"{kind}_{stat}_s"] is not None else math.inf)
+    answer = fleet_answer(context).fleet
+    fleet = answer.plan
+    values = {f"{kind}_{stat}_s": _finite(getattr(fleet, kind).get(stat), math.inf)
               for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")}
-    for key in ("instances", "total_gpus", "batch_per_instance", "kv_demand_mean_bytes", "kv_demand_p99_bytes",
-                "kv_capacity_bytes", "headroom_bytes", "nodes"):
-        values[key] = row.get(key) if row.get(key) is not None else (math.inf if key != "headroom_bytes" else -math.inf)
-    values["fleet_concurrency"] = row["concurrency"] if row["concurrency"] is not None else math.inf
-    values["fleet_feasible"] = bool(row["feasible"])
+    memory = fleet.memory
+    for key in ("instances", "total_gpus", "batch_per_instance", "nodes"):
+        values[key] = _finite(getattr(fleet, key), math.inf)
+    for key in ("kv_demand_mean_bytes", "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes"):
+        values[key] = _finite(getattr(memory, key) if memory is not None else None,
+                              -math.inf if key == "headroom_bytes" else math.inf)
+    values["fleet_concurrency"] = _finite(fleet.point.concurrency if fleet.point is not None else None, math.inf)
+    values["fleet_feasible"] = fleet.feasible
     if context.gpu_cost:
+        cost = fleet_cost(context)
         for key in COST_METRICS:
-            values[key] = row[key] if row.get(key) is not None else math.inf
-    explain = list(found.result.explain) + ([f"infeasible: {row['reason']}"] if not row["feasible"] else [])
-    return Produced(values, explain, list(found.result.assumptions), found.result)
+            values[key] = _finite(cost[key], math.inf)
+    explain = list(answer.explain) + ([f"infeasible: {fleet.reason}"] if not fleet.feasible else [])
+    return Produced(values, explain, list(answer.notes), answer.result(with_verdict=False))
+
+
+def _finite(value, missing: float):
+    """A plan's figure as a metric: ``missing`` (±inf) where it is undefined (None, NaN or infinite)."""
+    import math
+
+    return value if value is not None and math.isfinite(value) else missing
 
 
 COST_METRICS = ("fleet_cost_per_hour", "cost_per_million_output_tokens")

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.check.context import PlanContext
-from kvplan.plans.check.fleet_metrics import fleet_row, plan_slos, plan_workload, trace_path
+from kvplan.plans.check.fleet_metrics import fleet_answer, fleet_cost, fleet_plan, plan_slos, plan_workload, trace_path
 from kvplan.result import Result
 
 CHECKLIST_MARK = "checklist (seed §10):"
@@ -122,41 +122,41 @@ def _cost(context: PlanContext, gpus_by_hardware: dict[str, int]) -> float | Non
 
 def compare_with_fleet(context: PlanContext, pd: dict) -> tuple[dict, str]:
     """PD against the plan's one fleet: GPUs, and cost per hour and per million output tokens when priced."""
-    fleet = fleet_row(context)
-    mean_osl = mean_output_tokens(context)
-    rate = fleet["rate_per_s"]
-    tokens_per_hour = rate * mean_osl * 3600.0
-    out = {"pd_feasible": bool(pd["feasible"]), "fleet_feasible": bool(fleet["feasible"]),
-           "pd_gpus": pd["total_gpus"], "fleet_gpus": fleet["total_gpus"], "pd_xpyd": pd["xpyd"]}
+    fleet = fleet_plan(context)
+    answer = fleet_answer(context).fleet
+    tokens_per_hour = answer.rate_per_s * answer.mean_osl * 3600.0
+    out = {"pd_feasible": bool(pd["feasible"]), "fleet_feasible": fleet.feasible,
+           "pd_gpus": pd["total_gpus"], "fleet_gpus": fleet.total_gpus, "pd_xpyd": pd["xpyd"]}
     pd_cost = None
     if pd["feasible"]:
         counts: dict[str, int] = {}
         for pool in ("prefill", "decode"):
             counts[pd[f"{pool}_hardware"]] = counts.get(pd[f"{pool}_hardware"], 0) + int(pd[f"{pool}_gpus"])
         pd_cost = _cost(context, counts)
-    fleet_cost = fleet.get("fleet_cost_per_hour") if fleet["feasible"] else None
-    out.update(pd_cost_per_hour=pd_cost, fleet_cost_per_hour=fleet_cost,
+    priced = fleet_cost(context) if context.gpu_cost else {}
+    fleet_cost_per_hour = priced.get("fleet_cost_per_hour")
+    out.update(pd_cost_per_hour=pd_cost, fleet_cost_per_hour=fleet_cost_per_hour,
                pd_cost_per_million_output_tokens=pd_cost / tokens_per_hour * 1e6 if pd_cost and tokens_per_hour else None,
-               fleet_cost_per_million_output_tokens=fleet.get("cost_per_million_output_tokens") if fleet_cost else None)
-    if not pd["feasible"] and not fleet["feasible"]:
+               fleet_cost_per_million_output_tokens=priced.get("cost_per_million_output_tokens"))
+    if not pd["feasible"] and not fleet.feasible:
         out["winner"] = None
-        return out, f"neither meets the SLOs: disaggregation: {pd['reason']}; aggregated: {fleet['reason']}"
+        return out, f"neither meets the SLOs: disaggregation: {pd['reason']}; aggregated: {fleet.reason}"
     if not pd["feasible"]:
         out["winner"] = "aggregated"
         return out, (f"aggregated: disaggregation cannot meet the SLOs ({pd['reason']}); this plan's fleet of "
-                     f"{_n(fleet['total_gpus'])} does")
-    if not fleet["feasible"]:
+                     f"{_n(fleet.total_gpus)} does")
+    if not fleet.feasible:
         out["winner"] = "disaggregated"
         return out, (f"disaggregated: {pd['xpyd']} on {_n(pd['total_gpus'])} meets the SLOs; this plan's "
-                     f"aggregated fleet cannot ({fleet['reason']})")
-    if pd_cost is not None and fleet_cost is not None:
-        saving, unit = fleet_cost - pd_cost, "per hour"
+                     f"aggregated fleet cannot ({fleet.reason})")
+    if pd_cost is not None and fleet_cost_per_hour is not None:
+        saving, unit = fleet_cost_per_hour - pd_cost, "per hour"
         basis = (f"{pd['xpyd']} costs {pd_cost:,.4g} per hour ({out['pd_cost_per_million_output_tokens']:,.4g} per "
-                 f"million output tokens) against {fleet_cost:,.4g} ({out['fleet_cost_per_million_output_tokens']:,.4g})"
-                 f" for this plan's fleet")
+                 f"million output tokens) against {fleet_cost_per_hour:,.4g} "
+                 f"({out['fleet_cost_per_million_output_tokens']:,.4g}) for this plan's fleet")
     else:
-        saving, unit = fleet["total_gpus"] - pd["total_gpus"], "GPUs"
-        basis = (f"{pd['xpyd']} needs {_n(pd['total_gpus'])} against {_n(fleet['total_gpus'])} for this plan's "
+        saving, unit = fleet.total_gpus - pd["total_gpus"], "GPUs"
+        basis = (f"{pd['xpyd']} needs {_n(pd['total_gpus'])} against {_n(fleet.total_gpus)} for this plan's "
                  "fleet")
     out["saving"], out["saving_unit"] = saving, unit
     if saving > 0:
@@ -173,12 +173,6 @@ def _n(gpus: int) -> str:
     return f"{gpus:,} GPU" + ("" if gpus == 1 else "s")
 
 
-def mean_output_tokens(context: PlanContext) -> float:
-    if "workload" not in context.memo:
-        context.memo["workload"] = plan_workload(context)
-    return float(context.memo["workload"].lengths.mean_osl)
-
-
 # --------------------------------------------------------------------------- tiers
 
 
@@ -186,14 +180,14 @@ def tier_section(context: PlanContext) -> TierSection:
     """The tier plan on the plan's fleet, and the spill what-if at the configured batch."""
     from kvplan.plans.check.tier_metrics import tier_plan_result
 
-    fleet = fleet_row(context)
-    if not fleet["feasible"] or fleet["instances"] is None:
-        raise InfeasibleError(f"no fleet to place the KV tiers on: {fleet['reason']}",
+    fleet = fleet_plan(context)
+    if not fleet.feasible or fleet.instances is None:
+        raise InfeasibleError(f"no fleet to place the KV tiers on: {fleet.reason}",
                               "make the plan feasible first (kvplan check), or drop the tier section")
-    instances = int(fleet["instances"])
+    instances = int(fleet.instances)
     result = tier_plan_result(context, instances).result
     what_if, note = None, None
-    batch = fleet["batch_per_instance"]
+    batch = fleet.batch_per_instance
     if batch:
         try:
             what_if = _what_if(context, instances, int(batch))
@@ -225,9 +219,9 @@ def closed_loop_section(context: PlanContext, levels: tuple[int, ...]) -> Closed
     dep = context.deployment
     instances = 1
     if context.plan.workload.qps is not None or context.plan.workload.trace is not None:
-        fleet = fleet_row(context)
-        if fleet["feasible"] and fleet["instances"]:
-            instances = int(fleet["instances"])
+        fleet = fleet_plan(context)
+        if fleet.feasible and fleet.instances:
+            instances = int(fleet.instances)
     workload = plan_workload(context, rate_needed=False)
     sample = workload.replay(CLOSED_LOOP_REQUESTS, 0)
     rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances) for c in levels]

@@ -28,14 +28,14 @@ NAMES = ("tier_hit_rate", "tier_unlimited_hit_rate", "tier_cache_tokens", "tier_
 def plan_fleet_instances(context: PlanContext) -> int | None:
     """The plan's one fleet (``kvplan plan``'s answer) to place the tiers on: its instances, or None when there is
     none to use (no rate, an infeasible plan, or a trace rescaled to ``qps``, which the tier replay does not do)."""
-    from kvplan.plans.check.fleet_metrics import fleet_row
+    from kvplan.plans.check.fleet_metrics import fleet_plan
 
     workload = context.plan.workload
     rate_matches = (workload.trace is None) == (workload.qps is not None)  # flags with a rate, or a trace as it came
     if not rate_matches or context.plan.engine.pipeline_parallel_size > 1:
         return None
-    row = fleet_row(context)
-    return row["instances"] if row["feasible"] and row["instances"] is not None else None
+    fleet = fleet_plan(context)
+    return fleet.instances if fleet.feasible and fleet.instances is not None else None
 
 
 def reuse_of(context: PlanContext):
