@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from kvplan.plans.check.fleet_metrics import fleet_row
 from kvplan.plans.check.planfile import slo_targets
-from kvplan.plans.check.report_data import ReportOptions, closed_loop_section, pd_section, tier_section
+from kvplan.plans.check.report_data import (ReportOptions, closed_loop_section, fleet_checklist, pd_section,
+                                            tier_section)
 from kvplan.report import sections as S
 
 
@@ -39,6 +40,7 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
         doc.sections.append(S.Section("Disaggregated serving (kvplan pd)", S.pd_lines(pd)))
         doc.tables.append(_table("pd.csv", "Disaggregated plan and placements (kvplan pd)", S.PD_COLUMNS,
                                  [pd.recommendation, *pd.placements]))
+    tiers = None
     if options.tiers:
         tiers = tier_section(context)
         doc.sections.append(S.Section("KV tiers (kvplan tier)", S.tier_lines(tiers, fleet)))
@@ -59,7 +61,8 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
                                  S.CLOSED_COLUMNS, rows))
         assumptions += closed.result.assumptions
     if options.checklist:
-        doc.sections.append(S.Section("Engineering checklist (seed §10)", S.checklist_lines(pd)))
+        answers = fleet_checklist(context, tiers) if fleet is not None else None
+        doc.sections.append(S.Section("Engineering checklist (seed §10)", S.checklist_lines(answers, pd)))
     return assumptions, explain
 
 

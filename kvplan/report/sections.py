@@ -204,9 +204,12 @@ def closed_loop_lines(section) -> list[str]:
             f"TPOT p50 {_sec(best['tpot_p50_s'])}"]
 
 
-def checklist_lines(section) -> list[str]:
+def checklist_lines(fleet_answers: list[str] | None, section) -> list[str]:
+    """The seed's §10 questions: for this plan's fleet (aggregated), then for the disaggregated plan."""
+    lines = []
+    if fleet_answers:
+        lines += ["### This plan's fleet (aggregated)", "", *fleet_answers, ""]
+    lines += ["### The disaggregated plan (kvplan pd --checklist)", ""]
     if not section.checklist:
-        return ["No checklist: no disaggregated plan meets the SLOs."]
-    r = section.recommendation
-    return [f"Answered for the disaggregated plan {r['xpyd']} of this workload (kvplan pd --checklist):", "",
-            *section.checklist]
+        return lines + ["No checklist: no disaggregated plan meets the SLOs."]
+    return lines + [f"For {section.recommendation['xpyd']} of this workload:", "", *section.checklist]

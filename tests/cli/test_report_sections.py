@@ -178,17 +178,37 @@ def test_pd_section_renders_plan_pd_against_the_fleet(built):
 
 
 def test_checklist_section_answers_the_seeds_six_questions(built):
-    _, _, markdown, _ = built
-    section = _sections(markdown)["Engineering checklist (seed §10)"]
-    items = re.findall(r"^(\d)\. (.+)$", section, flags=re.M)
-    assert [n for n, _ in items] == ["1", "2", "3", "4", "5", "6"]
-    text = dict(items)
-    assert text["1"].startswith("KV lives in decode HBM") and "GiB" in text["1"]
-    assert text["2"].startswith("decode reads") and "of the" in text["2"] and "step" in text["2"]
-    assert text["3"].startswith("swapping:")
-    assert text["4"].startswith("migration:") and ("keeps up" in text["4"])
-    assert text["5"].startswith("remote KV tail:")
-    assert text["6"].startswith("supernode:") and "what breaks first" in text["6"]
+    from kvplan.plans.check import metrics as registry
+    from kvplan.plans.check.planfile import load_plan
+    from kvplan.units import format_bytes
+
+    plan, _, markdown, planned = built
+    parts = _subsections(_sections(markdown)["Engineering checklist (seed §10)"])
+    assert list(parts) == ["This plan's fleet (aggregated)", "The disaggregated plan (kvplan pd --checklist)"]
+    for part in parts.values():
+        items = re.findall(r"^(\d)\. (.+)$", part, flags=re.M)
+        assert [n for n, _ in items] == ["1", "2", "3", "4", "5", "6"]
+    fleet = dict(re.findall(r"^(\d)\. (.+)$", parts["This plan's fleet (aggregated)"], flags=re.M))
+    pd = dict(re.findall(r"^(\d)\. (.+)$", parts["The disaggregated plan (kvplan pd --checklist)"], flags=re.M))
+    # the fleet's answers are its own figures: the pool over its GPUs, decode's read per GPU per step
+    planfile = load_plan(plan)
+    context = registry.PlanContext(planfile.plan, planfile.path.parent, ())
+    from kvplan.plans.check.fleet_metrics import fleet_plan
+
+    fp = fleet_plan(context)
+    assert fp.total_gpus == planned["total_gpus"]
+    assert fleet["1"].startswith(f"KV lives in HBM: a pool of {format_bytes(fp.memory.kv_capacity_bytes)} over "
+                                 f"{planned['total_gpus']} GPU(s)")
+    assert f"decode reads {format_bytes(fp.memory.kv_held_mean_bytes / fp.total_gpus)} of KV per GPU" in fleet["2"]
+    assert fleet["3"].startswith(f"swapping: the KV pool holds a batch of {fp.figures.batch_kv:,} per instance")
+    assert fleet["4"].startswith("migration: none") and fleet["5"].startswith("remote KV tail:")
+    assert fleet["6"].startswith("supernode: not needed") and f": {fp.binding_constraint}" in fleet["6"]
+    assert pd["1"].startswith("KV lives in decode HBM") and "GiB" in pd["1"]
+    assert pd["2"].startswith("decode reads") and "of the" in pd["2"] and "step" in pd["2"]
+    assert pd["3"].startswith("swapping:")
+    assert pd["4"].startswith("migration:") and ("keeps up" in pd["4"])
+    assert pd["5"].startswith("remote KV tail:")
+    assert pd["6"].startswith("supernode:") and "what breaks first" in pd["6"]
 
 
 # --------------------------------------------------------------------------- closed loop

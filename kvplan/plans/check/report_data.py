@@ -14,8 +14,9 @@ Every section reads the plan's one fleet (:func:`kvplan.plans.check.fleet_metric
 - **Closed loop** (``report.concurrency`` / ``--concurrency``): ``kvplan plan --concurrency``'s
   replay (:func:`kvplan.plans.fleet.closed.closed_loop`) of the plan's deployment, over the
   fleet's instances, one row per level.
-- **Checklist** (``report.checklist`` / ``--checklist``): the seed's §10 questions answered by
-  ``kvplan pd --checklist`` (:mod:`kvplan.plans.pd.checklist`) for the PD plan of the workload.
+- **Checklist** (``report.checklist`` / ``--checklist``): the seed's §10 questions answered for the
+  plan's fleet (:func:`fleet_checklist`) and by ``kvplan pd --checklist``
+  (:mod:`kvplan.plans.pd.checklist`) for the PD plan of the workload.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.check.context import PlanContext
 from kvplan.plans.check.fleet_metrics import fleet_answer, fleet_cost, fleet_plan, plan_slos, plan_workload, trace_path
 from kvplan.result import Result
+from kvplan.units import format_bytes, format_seconds
 
 CHECKLIST_MARK = "checklist (seed §10):"
 CLOSED_LOOP_REQUESTS = 5000   # requests sampled for the closed loop (kvplan plan --concurrency's default)
@@ -173,6 +175,68 @@ def _n(gpus: int) -> str:
     return f"{gpus:,} GPU" + ("" if gpus == 1 else "s")
 
 
+def fleet_checklist(context: PlanContext, tiers: TierSection | None = None) -> list[str]:
+    """The seed's §10 questions for the plan's aggregated fleet, from its typed figures:
+
+    1. where the KV lives: the fleet's pool ``kv_capacity_bytes`` (pool per GPU × GPUs) against the KV
+       held (running × k(C) at the mean and p99 context);
+    2. decode's read per step, per GPU: ``kv_held_mean_bytes / GPUs`` over ``HBM bandwidth × η_mem``,
+       against the decode step ``t(B̄ + 1)``;
+    3. swapping: the batch the KV pool holds (``batch_kv``, B·E[k] + 2.326·√B·sd[k] ≤ pool) against the
+       configured batch (``batch_per_instance``) and the mean batch B̄: the engine preempts only when the
+       running batch's KV overflows the pool;
+    4. migration: none in aggregated serving (prefill and decode share the instance's KV);
+    5. the tail cost of remote KV: the tier section's TPOT penalty of a spill (none while the hot path
+       stays in HBM);
+    6. what breaks first as load grows: the binding constraint (what fails at N − 1 instances).
+    """
+    fleet = fleet_plan(context)
+    if not fleet.feasible or fleet.point is None or fleet.memory is None:
+        return [f"no aggregated fleet to check: {fleet.reason}"]
+    dep, p, f, m = context.deployment, fleet.point, fleet.figures, fleet.memory
+    gpus = fleet.total_gpus
+    read = m.kv_held_mean_bytes / gpus
+    machine = dep.machine
+    read_s = read / (machine.bandwidth_bytes_per_s * machine.eta_mem)
+    b = fleet.batch_per_instance
+    lines = [
+        f"1. KV lives in HBM: a pool of {format_bytes(m.kv_capacity_bytes)} over {gpus:,} GPU(s) "
+        f"({format_bytes(f.pool_bytes_per_gpu)} per GPU); the running requests hold {format_bytes(m.kv_demand_mean_bytes)}"
+        f" at the mean context ({format_bytes(m.kv_demand_p99_bytes)} if all were at the p99)",
+        f"2. decode reads {format_bytes(read)} of KV per GPU per step (mean batch {p.batch_mean:,.3g} per instance) in "
+        f"{format_seconds(read_s)} at {machine.bandwidth_bytes_per_s / 1e12:.3g} TB/s × η {machine.eta_mem:g}: "
+        f"{read_s / p.step_s:.0%} of the {format_seconds(p.step_s)} decode step",
+        f"3. swapping: the KV pool holds a batch of {f.batch_kv:,} per instance; the configured batch is {b:,} "
+        f"(mean {p.batch_mean:,.3g}) — " + ("max_num_seqs never fills the pool: no preemption" if b <= f.batch_kv
+                                          else f"at max_num_seqs {b:,} the pool overflows and the engine preempts")
+        + f"; KV headroom ×{f.batch_kv / p.batch_mean:.2g} over the mean batch",
+        "4. migration: none — aggregated serving keeps each request's KV on the instance that prefilled it",
+    ]
+    if tiers is not None and tiers.what_if is not None:
+        w = tiers.what_if
+        lines.append("5. remote KV tail: " + (
+            "the hot path stays in HBM at the fleet's load and at the configured batch (no decode KV read remotely)"
+            if w["active_kv_fits_hbm"] and tiers.summary["active_kv_fits_hbm"] else
+            f"at the configured batch decode reads {format_bytes(w['active_kv_spilled_bytes_per_gpu'])} per GPU "
+            f"from slower tiers each step: TPOT +{format_seconds(w['tpot_penalty_p50_s'])} (p99 "
+            f"+{format_seconds(w['tpot_penalty_p99_s'])})"))
+    else:
+        lines.append("5. remote KV tail: no decode KV outside HBM (the fleet's KV fits its pool); add the tier "
+                     "section for the spill what-if")
+    from kvplan.plans.fleet.binding import binding_detail
+
+    detail = binding_detail(fleet)
+    domain = (dep.system.scale_up_domain if dep.system is not None else dep.hardware.scale_up_domain) or 1
+    g = fleet.gpus_per_instance
+    supernode = (f"supernode: not needed — each instance's {g} GPU(s) sit in one {domain}-GPU scale-up domain"
+                 if g <= domain else
+                 f"supernode: each instance's {g} GPUs span {math.ceil(g / domain)} {domain}-GPU scale-up domains, so "
+                 f"its TP/PP traffic crosses the NIC; a scale-up domain of ≥ {g} GPUs would keep it on the fabric")
+    lines.append(f"6. {supernode}; what breaks first as the load grows: {fleet.binding_constraint}"
+                 + (f" ({detail})" if detail else ""))
+    return lines
+
+
 # --------------------------------------------------------------------------- tiers
 
 
@@ -233,4 +297,4 @@ def closed_loop_section(context: PlanContext, levels: tuple[int, ...]) -> Closed
 
 
 __all__ = ["ClosedLoopSection", "PDSection", "ReportOptions", "TierSection", "closed_loop_section",
-           "compare_with_fleet", "pd_section", "plan_slos", "tier_section"]
+           "compare_with_fleet", "fleet_checklist", "pd_section", "plan_slos", "tier_section"]
