@@ -25,10 +25,10 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
     pd = None
     if options.pd or options.checklist:
         pd = pd_section(context, options.checklist)
-        assumptions += pd.result.assumptions
+        assumptions += list(pd.answer.notes)
         from kvplan.plans.check.report_data import CHECKLIST_MARK
 
-        lines = pd.result.explain
+        lines = list(pd.answer.explain)
         explain.append(("Disaggregated plan (kvplan pd)",
                         lines[:lines.index(CHECKLIST_MARK)] if CHECKLIST_MARK in lines else list(lines)))
     if fleet is not None:
@@ -38,8 +38,9 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
         doc.tables.insert(0, _table("fleet.csv", "The fleet (kvplan plan)", S.FLEET_COLUMNS, [fleet]))
     if pd is not None and options.pd:
         doc.sections.append(S.Section("Disaggregated serving (kvplan pd)", S.pd_lines(pd)))
+        rows = pd.answer.rows  # the JSON rows of kvplan pd: the recommendation, then the placements
         doc.tables.append(_table("pd.csv", "Disaggregated plan and placements (kvplan pd)", S.PD_COLUMNS,
-                                 [pd.recommendation, *pd.placements]))
+                                 [rows[0], *(r for r in rows[1:] if r.get("placement"))]))
     tiers = None
     if options.tiers:
         tiers = tier_section(context)

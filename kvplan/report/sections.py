@@ -18,7 +18,7 @@ FLEET_COLUMNS = ["instances", "gpus_per_instance", "total_gpus", "nodes", "syste
                  "concurrency", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "kv_demand_mean_bytes",
                  "kv_capacity_bytes", "binding_constraint", "sized_by", "feasible", "fleet_cost_per_hour",
                  "cost_per_million_output_tokens"]
-PD_COLUMNS = ["scenario", "placement", "xpyd", "prefill_tp", "decode_tp", "prefill_gpus", "decode_gpus", "total_gpus",
+PD_COLUMNS = ["scenario", "placement", "placement_fits", "xpyd", "prefill_tp", "decode_tp", "prefill_gpus", "decode_gpus", "total_gpus",
               "link_kind", "kv_transfer_s", "exposed_transfer_s", "link_utilization", "ttft_p99_s", "tpot_p99_s",
               "feasible", "binding_constraint"]
 TIER_COLUMNS = ["tier", "kind", "capacity_bytes", "capacity_tokens", "read_bytes_per_s", "hit_rate",
@@ -133,31 +133,32 @@ def fleet_lines(row: dict, plan, slos: dict, deployment) -> list[str]:
 
 def pd_lines(section) -> list[str]:
     """The PD section: the recommended xPyD, its pools and KV transfer, the placements, the verdict vs the fleet."""
-    r, c = section.recommendation, section.comparison
+    r, c = section.plan, section.comparison
     lines = [f"**Verdict against this plan's fleet:** {section.verdict}.", ""]
-    if r["feasible"]:
+    if r.feasible:
         lines += [
-            f"- Recommended: **{r['xpyd']}**: prefill {r['prefill_instances']} × TP{r['prefill_tp']} on "
-            f"{r['prefill_hardware']} ({_n(r['prefill_gpus'], 'GPU')}), decode {r['decode_instances']} × TP{r['decode_tp']} "
-            f"on {r['decode_hardware']} ({_n(r['decode_gpus'], 'GPU')}): {_n(r['total_gpus'], 'GPU')} in all",
-            f"- KV transfer: {format_bytes(r['kv_transfer_bytes'])} per mean request over the {r['link_kind']} "
-            f"({r['link']}): {_sec(r['kv_transfer_s'])}, of which {_sec(r['exposed_transfer_s'])} exposed after "
-            f"layer-wise overlap; link utilisation {human('x', r['link_utilization'])}",
-            f"- TTFT p99 {_sec(r['ttft_p99_s'])}, TPOT p99 {_sec(r['tpot_p99_s'])} (SLOs {r['ttft_slo']}, "
-            f"{r['tpot_slo']}); binding: {r['binding_constraint']}",
+            f"- Recommended: **{r.xpyd}**: prefill {r.prefill.instances} × {r.prefill.label()} on "
+            f"{r.prefill_hardware} ({_n(r.prefill.gpus, 'GPU')}), decode {r.decode.instances} × {r.decode.label()} "
+            f"on {r.decode_hardware} ({_n(r.decode.gpus, 'GPU')}): {_n(r.total_gpus, 'GPU')} in all",
+            f"- KV transfer: {format_bytes(r.kv_transfer_bytes)} per mean request over the {r.link_kind} "
+            f"({r.link}): {_sec(r.kv_transfer_s)}, of which {_sec(r.exposed_transfer_s)} exposed after "
+            f"layer-wise overlap; link utilisation {human('x', r.link_utilization)}",
+            f"- TTFT p99 {_sec(r.ttft.get('p99'))}, TPOT p99 {_sec(r.tpot.get('p99'))} (SLOs {r.ttft_slo}, "
+            f"{r.tpot_slo}); binding: {r.binding_constraint}",
         ]
         if c.get("pd_cost_per_hour") is not None:
             lines.append(f"- Cost: {_money(c['pd_cost_per_hour'])} per hour, "
                          f"{_money(c['pd_cost_per_million_output_tokens'])} per million output tokens")
     else:
-        lines.append(f"- No xPyD meets the SLOs: {r['reason']}")
+        lines.append(f"- No xPyD meets the SLOs: {r.reason}")
     for p in section.placements:
-        fits = p["feasible"] and p.get("placement_fits") is not False
-        lines.append(f"- Placement {p['placement']}: {p['xpyd'] or '—'}, "
-                     + (f"{_n(p['total_gpus'], 'GPU')}, TTFT p99 {_sec(p['ttft_p99_s'])}, TPOT p99 {_sec(p['tpot_p99_s'])}"
-                        if fits else "does not fit" if p["feasible"] else f"infeasible ({p['binding_constraint']})")
-                     + (" — picked" if p.get("placement_picked") else "")
-                     + (f" ({p['placement_reason']})" if p.get("placement_reason") else ""))
+        where = p.placement
+        fits = p.feasible and where.fits
+        lines.append(f"- Placement {where.name}: {p.xpyd or '—'}, "
+                     + (f"{_n(p.total_gpus, 'GPU')}, TTFT p99 {_sec(p.ttft.get('p99'))}, TPOT p99 "
+                        f"{_sec(p.tpot.get('p99'))}" if fits else "does not fit" if p.feasible
+                        else f"infeasible ({p.binding_constraint})")
+                     + (" — picked" if where.picked else "") + (f" ({where.reason})" if where.reason else ""))
     return lines
 
 
@@ -212,4 +213,4 @@ def checklist_lines(fleet_answers: list[str] | None, section) -> list[str]:
     lines += ["### The disaggregated plan (kvplan pd --checklist)", ""]
     if not section.checklist:
         return lines + ["No checklist: no disaggregated plan meets the SLOs."]
-    return lines + [f"For {section.recommendation['xpyd']} of this workload:", "", *section.checklist]
+    return lines + [f"For {section.plan.xpyd} of this workload:", "", *section.checklist]

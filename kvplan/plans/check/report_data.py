@@ -66,12 +66,12 @@ class ReportOptions:
 
 @dataclass
 class PDSection:
-    """``kvplan pd``'s answer for the plan's workload, set against the plan's one fleet."""
+    """``kvplan pd``'s typed answer for the plan's workload, set against the plan's one fleet."""
 
-    result: Result                 # plan_pd's Result (rows: the recommendation, then the placements)
-    recommendation: dict           # its first row
-    placements: list[dict]
-    comparison: dict               # pd_gpus, fleet_gpus, gpu_saving, costs, winner
+    answer: object                 # plan_pd's PdAnswer (plans: the recommendation, then the placements)
+    plan: object                   # its recommended PdPlan
+    placements: list               # the PdPlans of the placements planned
+    comparison: dict               # pd_gpus, fleet_gpus, saving, costs, winner
     verdict: str
     checklist: list[str] = field(default_factory=list)
     checklist_figures: dict = field(default_factory=dict)
@@ -101,18 +101,19 @@ def pd_section(context: PlanContext, checklist: bool) -> PDSection:
 
     plan, workload = context.plan, context.plan.workload
     dep = context.deployment
-    result = plan_pd(context.model_card, context.hardware_card, system=context.system_card, qps=workload.qps,
+    answer = plan_pd(context.model_card, context.hardware_card, system=context.system_card, qps=workload.qps,
                      isl=workload.isl, osl=workload.osl, trace=trace_path(context), trace_format=workload.trace_format,
                      ttft=plan.slo.ttft, tpot=plan.slo.tpot, settings=dep.engine, aggregated=False,
                      sensitivity=False, placements=True, checklist=checklist,
                      allow_long_context=plan.engine.allow_long_context, cards=context.cards)
-    best = result.rows[0]
-    placements = [r for r in result.rows[1:] if r.get("placement")]
+    best = answer.plan
+    placements = [p for p in answer.plans[1:] if p.placement is not None]
     comparison, text = compare_with_fleet(context, best)
     lines = []
-    if checklist and CHECKLIST_MARK in result.explain:
-        lines = result.explain[result.explain.index(CHECKLIST_MARK) + 1:]
-    return PDSection(result, best, placements, comparison, text, lines, best.get("checklist") or {})
+    explain = list(answer.explain)
+    if checklist and CHECKLIST_MARK in explain:
+        lines = explain[explain.index(CHECKLIST_MARK) + 1:]
+    return PDSection(answer, best, placements, comparison, text, lines, best.checklist or {})
 
 
 def _cost(context: PlanContext, gpus_by_hardware: dict[str, int]) -> float | None:
@@ -122,43 +123,43 @@ def _cost(context: PlanContext, gpus_by_hardware: dict[str, int]) -> float | Non
     return sum(n * prices[hw] for hw, n in gpus_by_hardware.items())
 
 
-def compare_with_fleet(context: PlanContext, pd: dict) -> tuple[dict, str]:
+def compare_with_fleet(context: PlanContext, pd) -> tuple[dict, str]:
     """PD against the plan's one fleet: GPUs, and cost per hour and per million output tokens when priced."""
     fleet = fleet_plan(context)
     answer = fleet_answer(context).fleet
     tokens_per_hour = answer.rate_per_s * answer.mean_osl * 3600.0
-    out = {"pd_feasible": bool(pd["feasible"]), "fleet_feasible": fleet.feasible,
-           "pd_gpus": pd["total_gpus"], "fleet_gpus": fleet.total_gpus, "pd_xpyd": pd["xpyd"]}
+    out = {"pd_feasible": pd.feasible, "fleet_feasible": fleet.feasible, "pd_gpus": pd.total_gpus,
+           "fleet_gpus": fleet.total_gpus, "pd_xpyd": pd.xpyd}
     pd_cost = None
-    if pd["feasible"]:
+    if pd.feasible:
         counts: dict[str, int] = {}
-        for pool in ("prefill", "decode"):
-            counts[pd[f"{pool}_hardware"]] = counts.get(pd[f"{pool}_hardware"], 0) + int(pd[f"{pool}_gpus"])
+        for hardware, pool in ((pd.prefill_hardware, pd.prefill), (pd.decode_hardware, pd.decode)):
+            counts[hardware] = counts.get(hardware, 0) + int(pool.gpus)
         pd_cost = _cost(context, counts)
     priced = fleet_cost(context) if context.gpu_cost else {}
     fleet_cost_per_hour = priced.get("fleet_cost_per_hour")
     out.update(pd_cost_per_hour=pd_cost, fleet_cost_per_hour=fleet_cost_per_hour,
                pd_cost_per_million_output_tokens=pd_cost / tokens_per_hour * 1e6 if pd_cost and tokens_per_hour else None,
                fleet_cost_per_million_output_tokens=priced.get("cost_per_million_output_tokens"))
-    if not pd["feasible"] and not fleet.feasible:
+    if not pd.feasible and not fleet.feasible:
         out["winner"] = None
-        return out, f"neither meets the SLOs: disaggregation: {pd['reason']}; aggregated: {fleet.reason}"
-    if not pd["feasible"]:
+        return out, f"neither meets the SLOs: disaggregation: {pd.reason}; aggregated: {fleet.reason}"
+    if not pd.feasible:
         out["winner"] = "aggregated"
-        return out, (f"aggregated: disaggregation cannot meet the SLOs ({pd['reason']}); this plan's fleet of "
+        return out, (f"aggregated: disaggregation cannot meet the SLOs ({pd.reason}); this plan's fleet of "
                      f"{_n(fleet.total_gpus)} does")
     if not fleet.feasible:
         out["winner"] = "disaggregated"
-        return out, (f"disaggregated: {pd['xpyd']} on {_n(pd['total_gpus'])} meets the SLOs; this plan's "
+        return out, (f"disaggregated: {pd.xpyd} on {_n(pd.total_gpus)} meets the SLOs; this plan's "
                      f"aggregated fleet cannot ({fleet.reason})")
     if pd_cost is not None and fleet_cost_per_hour is not None:
         saving, unit = fleet_cost_per_hour - pd_cost, "per hour"
-        basis = (f"{pd['xpyd']} costs {pd_cost:,.4g} per hour ({out['pd_cost_per_million_output_tokens']:,.4g} per "
+        basis = (f"{pd.xpyd} costs {pd_cost:,.4g} per hour ({out['pd_cost_per_million_output_tokens']:,.4g} per "
                  f"million output tokens) against {fleet_cost_per_hour:,.4g} "
                  f"({out['fleet_cost_per_million_output_tokens']:,.4g}) for this plan's fleet")
     else:
-        saving, unit = fleet.total_gpus - pd["total_gpus"], "GPUs"
-        basis = (f"{pd['xpyd']} needs {_n(pd['total_gpus'])} against {_n(fleet.total_gpus)} for this plan's "
+        saving, unit = fleet.total_gpus - pd.total_gpus, "GPUs"
+        basis = (f"{pd.xpyd} needs {_n(pd.total_gpus)} against {_n(fleet.total_gpus)} for this plan's "
                  "fleet")
     out["saving"], out["saving_unit"] = saving, unit
     if saving > 0:
