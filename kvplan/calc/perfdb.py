@@ -66,6 +66,15 @@ def _read(path: Path, gpu: str | None = None) -> dict[str, np.ndarray]:
     return out
 
 
+# Cards without tables of their own that run on a measured GPU's tables (same die and HBM): the
+# resolver names the stand-in in its notes.
+STAND_INS = {
+    "gb200": ("b200", "GB200's GPU is the B200's Blackwell die with the same 8 TB/s HBM3e (GB200 NVL72 "
+                      "datasheet: 576 TB/s for 72 GPUs); it runs at a higher power limit (1,200 W vs 1,000 W), "
+                      "so its compute-bound kernels may beat the B200 measurements"),
+}
+
+
 @dataclass
 class PerfTables:
     """The shipped tables, read lazily; ``root`` is a directory of the CSVs (kvplan/data/perf)."""
@@ -87,6 +96,8 @@ class PerfTables:
         if gpus is None:
             return None
         hit = np.flatnonzero(gpus["card"] == card_name)
+        if not hit.size and card_name in STAND_INS:
+            hit = np.flatnonzero(gpus["card"] == STAND_INS[card_name][0])
         return str(gpus["gpu"][hit[0]]) if hit.size else None
 
     def select(self, name: str, **equal) -> dict[str, np.ndarray] | None:
@@ -244,4 +255,4 @@ def load_default() -> PerfTables | None:
 
 
 __all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "decode_attention_grid", "prefill_attention_curve",
-           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat"]
+           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat", "STAND_INS"]

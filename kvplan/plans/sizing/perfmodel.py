@@ -275,6 +275,9 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     gpu = tables.gpu_name(hw.name)
     if gpu is None:
         return None
+    if hw.name in perfdb.STAND_INS:
+        other, why = perfdb.STAND_INS[hw.name]
+        notes.append(f"{hw.name} has no per-kernel tables of its own: {other}'s measured efficiencies stand in ({why})")
     bw = hw.hbm_bandwidth_bytes_per_s
     flat = Flat(machine.eta_mem, machine.eta_flops, f"{hw.name} card")
     used, missing = [], []
