@@ -188,7 +188,9 @@ def render(results) -> tuple[str, dict]:
               "checkpoints (`nvidia/*-FP8`, `-FP4`) run with their FP8 KV cache (`kv_cache_quant_algo: FP8`; "
               "TensorRT-LLM's KV dtype follows the checkpoint); gpt-oss on Hopper runs its MXFP4 experts "
               "(Triton MoE backend, W4A16) although the column says FP8; the batch per DP rank is at most the "
-              "page's `num_requests` / DP. These readings moved MoE from 34 % to 13 % median on the fitting set.",
+              "page's `num_requests` / DP. These readings moved MoE from 34 % to 13 % median on the fitting set; "
+              "reading the MoE table at unmeasured EP sizes geometrically between the measured ones (EP4 between "
+              "EP1 and EP8, `kvplan/calc/perfdb.py _ep_interpolated`) instead of at the nearest moved it to 12 %.",
               "- *Batch-1 decode on H100* (vLLM FP8-KV post): −5 % at 1k, +1 % at 32k, +14 % at 100k tokens "
               "(BF16 KV); the long-context end is the decode-attention table's clamp at batch 1.",
               "- *gpt-oss-20b on B200* (MXFP4 experts, vLLM, batch 1): kvplan's step is half the measured one. "
@@ -201,7 +203,7 @@ def render(results) -> tuple[str, dict]:
               "the KV dtype kvplan keeps BF16, halving the batch an FP8 cache would hold (Llama-3.3-70B FP8 on "
               "2×H100: −36 % with BF16 KV, −7 % with FP8 KV).",
               "- *MoE with attention DP + EP8* is optimistic: DeepSeek-R1 DEP8 on H200 +27–70 % (fitting), on B200 "
-              "+21 % / +46 % (scoring, TensorRT-LLM best-practice blog), while DEP4 on B200 is within ±17 %. The "
+              "+21 % / +46 % (scoring, TensorRT-LLM best-practice blog), while DEP4 on B200 is within −7 … +16 %. The "
               "MoE table's power-law rows already charge the hottest EP rank (aiconfigurator's collector swaps "
               "the most-loaded expert group onto the measured rank), so λ stays 1; what the static-batch model "
               "leaves out at EP8 — attention-DP ranks waiting on the slowest rank's context chunk in in-flight "

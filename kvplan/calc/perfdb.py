@@ -158,13 +158,54 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
     if skew.any():
         rows = {k: v[skew] for k, v in rows.items()}
     rows = _nearest_rows(rows, ("hidden_size", "inter_size", "topk", "num_experts"), (hidden, inter, topk, experts))
+    bracket = _ep_bracket(rows, moe_tp, moe_ep)
+    if bracket is not None:
+        return _ep_interpolated(rows, bracket, moe_ep, dtype, bw, peak, backend)
     rows = _nearest_rows(rows, ("moe_tp", "moe_ep"), (moe_tp, moe_ep))
+    return _moe_rows_curve(rows, dtype, bw, peak, backend)
+
+
+def _moe_rows_curve(rows: dict, dtype: str, bw: float, peak: float, backend: str) -> Curve | None:
     t, h, i, kk, e = (rows[c] for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
     tp_, ep_ = rows["moe_tp"], rows["moe_ep"]
     touched = e / ep_ * (1 - (1 - kk / e) ** t)
     sol = np.maximum(touched * 3 * h * i / tp_ * BYTES.get(dtype, 2.0) / bw, 6 * t * kk * h * i / (tp_ * ep_) / peak)
     shape = f"h={h[0]:g}, inter={i[0]:g}, top-{kk[0]:g} of {e[0]:g}, moe_tp {tp_[0]:g}, moe_ep {ep_[0]:g}"
     return _curve(t, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {dtype} MoE {shape}")
+
+
+def _ep_bracket(rows: dict, moe_tp: float, moe_ep: float) -> tuple[float, float] | None:
+    """The measured expert-parallel sizes just below and above ``moe_ep`` (pure EP, moe_tp 1), if it lies between."""
+    if moe_tp != 1:
+        return None
+    eps = np.unique(rows["moe_ep"][rows["moe_tp"] == 1])
+    if moe_ep in eps or not (eps.size >= 2 and eps[0] < moe_ep < eps[-1]):
+        return None
+    return float(eps[eps < moe_ep].max()), float(eps[eps > moe_ep].min())
+
+
+def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dtype: str, bw: float, peak: float,
+                     backend: str) -> Curve | None:
+    """η at an unmeasured EP size, geometric in log(ep) between the two measured sizes around it.
+
+    The power-law rows time the most-loaded EP rank, whose excess over the mean grows with the number
+    of EP groups (aiconfigurator's collector swaps the heaviest expert group onto the measured rank):
+    EP4 sits between EP1 (every expert local: no rank imbalance) and EP8, so its η is
+    ``η_lo^(1−w) η_hi^w`` with ``w = ln(ep/ep_lo) / ln(ep_hi/ep_lo)`` at every measured token count.
+    """
+    lo_ep, hi_ep = bracket
+    curves = []
+    for ep in bracket:
+        sel = (rows["moe_tp"] == 1) & (rows["moe_ep"] == ep)
+        curves.append(_moe_rows_curve({k: v[sel] for k, v in rows.items()}, dtype, bw, peak, backend))
+    if curves[0] is None or curves[1] is None:
+        return curves[0] or curves[1]
+    w = math.log(moe_ep / lo_ep) / math.log(hi_ep / lo_ep)
+    sizes = np.unique(np.concatenate([np.asarray(c.sizes) for c in curves]))
+    eta = np.exp((1 - w) * np.log(curves[0](sizes)) + w * np.log(curves[1](sizes)))
+    source = (curves[1].source.replace(f"moe_ep {hi_ep:g}", f"moe_ep {moe_ep:g} (geometric between measured "
+                                                           f"moe_ep {lo_ep:g} and {hi_ep:g})"))
+    return Curve(tuple(float(x) for x in sizes), tuple(float(x) for x in eta), source)
 
 
 def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: str, mla: bool, heads: float,

@@ -142,3 +142,20 @@ def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():
     assert float(step.overhead_s) == pytest.approx(3e-6 * 4, rel=1e-9)
     target = decode_step(cost, machine, 16.0, 1024.0, tp=8, pass_fn=fn)
     assert float(target.overhead_s) == pytest.approx(3e-6 * 184, rel=1e-9)
+
+
+def test_moe_efficiency_at_an_unmeasured_ep_size_is_geometric_between_the_measured_ones():
+    """EP4 is not measured for DeepSeek-V3's MoE shape on H200 (EP1 and EP8 are): its η at every measured token
+    count is η_EP1^(1/3) × η_EP8^(2/3) (w = ln 4 / ln 8 = 2/3); a measured EP size is taken as measured."""
+    from kvplan.calc.perfdb import load_default, moe_curve
+
+    tables = load_default()
+    args = ("h200_sxm", "trtllm", "fp8_block", 7168, 2048, 8, 256)
+    bw, peak = 4.8e12, 1979e12
+    ep1 = moe_curve(tables, *args, 1, 1, bw, peak)
+    ep8 = moe_curve(tables, *args, 1, 8, bw, peak)
+    ep4 = moe_curve(tables, *args, 1, 4, bw, peak)
+    assert "moe_ep 1" in ep1.source and "moe_ep 8" in ep8.source and "geometric between" in ep4.source
+    tokens = np.asarray(ep8.sizes)
+    assert_allclose(ep4(tokens), ep1(tokens) ** (1 / 3) * ep8(tokens) ** (2 / 3), rtol=1e-12)
+    assert moe_curve(tables, *args, 1, 8, bw, peak).eta == ep8.eta
