@@ -55,7 +55,8 @@ def _int(text: str, default: int = 1) -> int:
 MODELOPT_KV = "fp8"
 MODELOPT_NOTE = "KV fp8: ModelOpt checkpoint (kv_cache_quant_algo FP8), the page states no KV dtype"
 # gpt-oss on Hopper: the page's "(FP8)" column runs the released MXFP4 experts through TensorRT-LLM's
-# Triton MoE backend (llm_options comment "# Hopper: use TRITON"), W4A16; attention stays BF16.
+# Triton MoE backend (llm_options comment "# Hopper: use TRITON"), W4A16 (TensorRT-LLM tech blog 9, gpt-oss:
+# "Default quantization for MXFP4 checkpoints on Hopper is W4A16_MXFP4"); attention stays BF16.
 GPT_OSS_HOPPER_NOTE = "weights mxfp4: gpt-oss MXFP4 experts on Hopper (Triton MoE backend), the column says FP8"
 HOPPER = frozenset({"h100-sxm", "h200", "h100-pcie", "h20", "h800-sxm"})
 
