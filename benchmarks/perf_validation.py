@@ -195,8 +195,12 @@ def render(results) -> tuple[str, dict]:
               "(BF16 KV); the long-context end is the decode-attention table's clamp at batch 1.",
               "- *gpt-oss-20b on B200* (MXFP4 experts, vLLM, batch 1): kvplan's step is half the measured one. "
               "The MoE table's nearest measured shape is gpt-oss-120b's (128 experts; the 20b has 32), and the "
-              "post's intercept (3.2 ms at any context) is above what the weights alone take at B200's bandwidth; "
-              "the cause is not confirmed here.",
+              "post's intercept (3.2 ms at any context) is above what the weights alone take at B200's bandwidth. "
+              "The same post's intercepts leave a per-step constant of about 1.2–1.6 ms that the model does not "
+              "charge: kvplan's step is 1.54 ms against 3.15 ms (gpt-oss-20b, B200) and 2.85 ms against 4.05 ms "
+              "(gpt-oss-20b, H100), and Llama-3.1-8B on B200 has a 3.93 ms intercept where its weights take 2 ms; "
+              "vLLM's per-step host work is the likely term (not measured here). These six batch-1 rows are six of "
+              "the eight MoE scoring rows.",
               "- *Dense at max throughput* is 12 % pessimistic in the median on the fitting set: TensorRT-LLM's "
               "per-tensor FP8 GEMM rows in the kernel database reach 16–21 % of HBM bandwidth at decode sizes "
               "(kvplan/data/perf/README.md), below what the end-to-end tables imply; where the page does not state "
