@@ -211,7 +211,13 @@ def render(results) -> tuple[str, dict]:
               "MoE table's power-law rows already charge the hottest EP rank (aiconfigurator's collector swaps "
               "the most-loaded expert group onto the measured rank), so λ stays 1; what the static-batch model "
               "leaves out at EP8 — attention-DP ranks waiting on the slowest rank's context chunk in in-flight "
-              "batching, dispatch/combine at TensorRT-LLM's real message sizes — is not confirmed here.",
+              "batching, dispatch/combine at TensorRT-LLM's real message sizes — is not confirmed here. One part is "
+              "sized by a public measurement: TensorRT-LLM's ADP-balance blog (tech blog 10, DeepSeek-V3 with "
+              "attention DP 8 + EP 8 on 8×GB200) runs at 34,140 of a 37,912 tok/s balanced bound with "
+              "`attention_dp_config enable_balance` (25,664 of 39,552 without), a 10 % in-flight-batching loss "
+              "the balanced static batch does not charge — about a third of the H200 DEP8 gap; it is not applied "
+              "by default because DP2/DP4 rows, already centred, would move with it and no figure for them is "
+              "published.",
               ""]
     lines += breakdown_lines()
     lines += ["", "Every row:", "", "| set | group | source | ISL / OSL | measured | kvplan | error |",
