@@ -201,11 +201,11 @@ def render(results) -> tuple[str, dict]:
               "(gpt-oss-20b, H100), and Llama-3.1-8B on B200 has a 3.93 ms intercept where its weights take 2 ms; "
               "vLLM's per-step host work is the likely term (not measured here). These six batch-1 rows are six of "
               "the eight MoE scoring rows.",
-              "- *Dense at max throughput* is 12 % pessimistic in the median on the fitting set: TensorRT-LLM's "
+              "- *Dense at max throughput* is 8 % pessimistic in the median on the fitting set: TensorRT-LLM's "
               "per-tensor FP8 GEMM rows in the kernel database reach 16–21 % of HBM bandwidth at decode sizes "
-              "(kvplan/data/perf/README.md), below what the end-to-end tables imply; where the page does not state "
-              "the KV dtype kvplan keeps BF16, halving the batch an FP8 cache would hold (Llama-3.3-70B FP8 on "
-              "2×H100: −36 % with BF16 KV, −7 % with FP8 KV).",
+              "(kvplan/data/perf/README.md), below what the end-to-end tables imply. A BF16 KV cache halves the batch "
+              "an FP8 cache holds (Llama-3.3-70B FP8 on 2×H100: −36 % with BF16 KV, −7 % with FP8 KV); the fitting "
+              "rows read the ModelOpt checkpoints' FP8 KV cache where the page is silent (see above).",
               "- *MoE with attention DP + EP8* is optimistic: DeepSeek-R1 DEP8 on H200 +27–70 % (fitting), on B200 "
               "+21 % / +46 % (scoring, TensorRT-LLM best-practice blog), while DEP4 on B200 is within −7 … +16 %. The "
               "MoE table's power-law rows already charge the hottest EP rank (aiconfigurator's collector swaps "
