@@ -3,6 +3,8 @@
 One function, :func:`ep_alltoall_s`, prices both for the roofline
 (:func:`kvplan.calc.roofline.forward_pass`) and the per-operator model
 (:func:`kvplan.calc.operators.operator_pass`); ``kvplan latency`` and ``kvplan pd`` both go through it.
+(``kvplan latency --engine trtllm`` keeps a generic all-to-all of k bf16 copies: TensorRT-LLM runs
+its own MoE communication kernels, not DeepEP's.)
 
 Bytes per token copy (SI, per MoE layer, hidden size h)::
 

@@ -63,6 +63,9 @@ class Parallel:
     redundant_experts: int = 0
     imbalance: float = 1.0          # hottest EP rank's routed tokens / the mean
     overlap_comm: bool = False      # two-batch overlap or --overlap-comm: comm hidden behind compute
+    # the EP all-to-all's kernels: "deepep" (vLLM / SGLang wide EP: kvplan.calc.alltoall) or "generic" (an
+    # engine with its own kernels, TensorRT-LLM: k bf16 copies per token split over the links)
+    alltoall: str = "deepep"
 
     def gpus(self):
         return np.asarray(self.tp, dtype=np.float64) * np.asarray(self.dp, dtype=np.float64)
@@ -305,8 +308,12 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     comm = (2 * cost.layers + 1) * _collective(effs, "all_reduce", message, tp,
                                                 allreduce_s(message, tp, up_bw, up_lat))
     if cost.is_moe:
-        if par.expert_parallel:
+        if par.expert_parallel and par.alltoall == "deepep":
             comm = comm + cost.moe_layers * ep_alltoall_s(cost, machine, n / gpus, gpus, phase=phase)
+        elif par.expert_parallel:
+            msg = n / gpus * cost.experts_per_token * cost.hidden_size * ACTIVATION_BYTES
+            a2a = _collective(effs, "all_to_all", msg, gpus, alltoall_hierarchical_s(msg, gpus, machine))
+            comm = comm + 2 * cost.moe_layers * a2a
         else:
             msg = n * cost.hidden_size * ACTIVATION_BYTES
             g_bw, g_lat = machine.link(gpus)

@@ -293,7 +293,8 @@ def latency(
         if cost.is_moe and expert_parallel and expert_imbalance is None:
             notes.append(DEFAULT_IMBALANCE_NOTE)
         par = Parallel(tp=1, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-                       imbalance=imbalance, overlap_comm=overlap_comm or tbo)
+                       imbalance=imbalance, overlap_comm=overlap_comm or tbo,
+                       alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
         explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
         pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                                  efficiencies.step_overhead_s is not None, par, notes,

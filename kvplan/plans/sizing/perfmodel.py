@@ -130,7 +130,7 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
     def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, **kw):
         par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
-                            overlap_comm=par.overlap_comm)
+                            overlap_comm=par.overlap_comm, alltoall=par.alltoall)
         return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                              batch=batch, phase=phase, clamped=clamped,
                              graph_sizes=graph_sizes if phase == "decode" else (), **kw)
