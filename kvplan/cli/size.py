@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
+                                MaxBatchedTokensOpt, OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
 from kvplan.plans.sizing.size import size
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
@@ -33,8 +33,7 @@ def size_command(
     pp: PPOpt = 1,
     engine: EngineOpt = "vllm",
     block_size: BlockOpt = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
-        "--max-num-batched-tokens", help="vLLM: bounds sliding-window tokens in flight (default 8192).")] = None,
+    max_num_batched_tokens: MaxBatchedTokensOpt = None,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
