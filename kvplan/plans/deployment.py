@@ -34,6 +34,7 @@ from kvplan.cards.loader import load_hardware_and_system, load_model, load_syste
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
 from kvplan.errors import InputError
+from kvplan.plans.links import node_hardware
 from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
 from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 from kvplan.units import format_bytes
@@ -218,16 +219,6 @@ class Deployment:
     def machine_notes(self) -> tuple[str, ...]:
         """The defaults the machine took (η, step overhead, link latencies)."""
         return self._machine[1]
-
-
-def node_hardware(hw: HardwareCard, system: SystemCard | None) -> HardwareCard:
-    """``hw`` with the system's scale-up, NIC and host links (and scale-up domain) where the system has them."""
-    if system is None:
-        return hw
-    update = {k: getattr(system, k) for k in ("scale_up", "nic", "host_link") if getattr(system, k)}
-    if system.scale_up is not None:
-        update["scale_up_domain"] = system.scale_up_domain
-    return hw.model_copy(update=update)
 
 
 def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard | None,
