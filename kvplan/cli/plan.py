@@ -20,7 +20,7 @@ from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
 from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.plans.fleet.answer import answer as fleet_answer
 from kvplan.plans.fleet.plan import fleet_workload, presentation
-from kvplan.units import parse_list, parse_seconds, parse_tokens
+from kvplan.units import parse_list, parse_tokens
 
 
 
@@ -88,7 +88,7 @@ def plan_command(
         qps = 1.0  # closed loop: the rate is not used, only the lengths
     workload = fleet_workload(
         trace=trace, qps=qps, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-        think_time_s=parse_seconds(think_time), shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True),
+        think_time=think_time, shared_prefix=shared_prefix,
         trace_format=trace_format, columns=columns, timestamp_unit=timestamp_unit, skip_bad_rows=skip_bad_rows,
         rate_basis=rate_basis, sample_requests=sample, seed=seed)
     slos = [parse_slo(kind, text) for kind, text in (("ttft", ttft), ("tpot", tpot)) if text is not None]

@@ -57,8 +57,7 @@ def workload_command(
                           skip_bad_rows=skip_bad_rows, cache_tokens=sizes, bucket_s=bucket_s)
     elif rate is not None and isl is not None and osl is not None:
         spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-                                   think_time_s=parse_seconds(think_time),
-                                   shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+                                   think_time=think_time, shared_prefix=shared_prefix)
         result = workload_spec(spec, cache_tokens=sizes, sample_requests=sample, seed=seed, bucket_s=bucket_s)
     else:
         raise InputError("no workload: give a TRACE file, or --rate, --isl and --osl",
