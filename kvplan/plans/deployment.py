@@ -24,20 +24,25 @@ use and kept, so a command that only needs memory never asks the card for FLOPS.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.calc.kv import KVLayout, kv_layout
-from kvplan.calc.roofline import Machine, ModelCost, compute_dtype_for, model_cost
 from kvplan.cards.loader import load_hardware_and_system, load_model, load_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
 from kvplan.errors import InputError
 from kvplan.plans.links import node_hardware
 from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
-from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+from kvplan.plans.sizing.size import as_list
+from kvplan.plans.sizing.efficiency import Efficiencies
 from kvplan.units import format_bytes
+
+if TYPE_CHECKING:  # the roofline loads on first use of a deployment's cost or machine (kvplan size never needs it)
+    from kvplan.calc.roofline import Machine, ModelCost
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,8 @@ class Deployment:
 
     @property
     def compute_dtype(self) -> str:
+        from kvplan.calc.roofline import compute_dtype_for
+
         return compute_dtype_for(self.cost.weights_dtype, self.model.dtype)
 
     @cached_property
@@ -200,11 +207,15 @@ class Deployment:
 
     @cached_property
     def cost(self) -> ModelCost:
+        from kvplan.calc.roofline import model_cost
+
         s = self.engine
         return model_cost(self.model, self.profile, s.weights_dtype, s.kv_dtype, tps=self.cost_tps or (self.tp,))
 
     @cached_property
     def _machine(self) -> tuple[Machine, tuple[str, ...]]:
+        from kvplan.plans.sizing.latency import resolve_machine
+
         cost = self.cost
         machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
                                          self.engine.efficiencies, self.tp * self.parallel.dp)
@@ -219,6 +230,55 @@ class Deployment:
     def machine_notes(self) -> tuple[str, ...]:
         """The defaults the machine took (η, step overhead, link latencies)."""
         return self._machine[1]
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """The part of a deployment that needs no hardware: a model's KV layout under one engine, KV dtype, TP × PP.
+
+    What ``kvplan size`` takes; a :class:`Deployment` has the same ``model``, ``profile`` and
+    ``layout`` and serves wherever a ``ModelLayout`` does.
+    """
+
+    model: ModelCard
+    profile: EngineProfile
+    layout: KVLayout
+
+
+def model_layouts(model: str | ModelCard, kv_dtype="auto", tp=1, pp=1, engine="vllm", *, block_size: int | None = None,
+                  max_num_batched_tokens: int | None = None, cards: tuple[Path, ...] = ()) -> list[ModelLayout]:
+    """One :class:`ModelLayout` per (KV dtype, tp, pp, engine) of the given values (each a value or a list).
+
+    The card is loaded once; the layouts come in the order of the product (kvplan size's rows).
+    """
+    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+    out = []
+    for dtype, t, p, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(pp), as_list(engine)):
+        profile = get_profile(eng)
+        out.append(ModelLayout(card, profile, kv_layout(card, profile, dtype, t, p, block_size=block_size,
+                                                        max_num_batched_tokens=max_num_batched_tokens)))
+    return out
+
+
+def fit_deployments(model: str | ModelCard, hardware: str | HardwareCard, kv_dtype="auto", tp=1, pp: int = 1,
+                    engine="vllm", *, weights_dtype: str = "auto", gpu_memory_utilization: float | None = None,
+                    block_size: int | None = None, max_num_batched_tokens: int | None = None,
+                    max_num_seqs: int | None = None, overrides: Overrides = Overrides(),
+                    cards: tuple[Path, ...] = ()) -> list[Deployment]:
+    """One :class:`Deployment` per (KV dtype, tp, engine) of the given values, cards loaded once (kvplan fit's rows).
+
+    ``max_num_seqs`` None: vLLM's default 256; ``max_num_batched_tokens`` None: vLLM's 8192.
+    """
+    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+    hw, sys_card = resolve_cards(hardware, None, cards)
+    out = []
+    for dtype, t, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(engine)):
+        settings = EngineSettings(
+            engine=eng, kv_dtype=dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=256 if max_num_seqs is None else max_num_seqs, block_size=block_size,
+            chunk_tokens=max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+        out.append(_build(card, hw, sys_card, settings, Parallelism(tp=t, pp=pp), overrides, ()))
+    return out
 
 
 def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard | None,
@@ -288,6 +348,8 @@ def _ep_weights(card: ModelCard, profile: EngineProfile, s: EngineSettings, par:
         return None
     from kvplan.calc.memory import weight_bytes
     from kvplan.engines import serving_dtype
+
+    from kvplan.calc.roofline import model_cost
 
     cost = model_cost(card, profile, s.weights_dtype, s.kv_dtype, tps=(par.tp,))
     experts = cost.moe_layers * cost.num_experts * cost.expert_weight_bytes

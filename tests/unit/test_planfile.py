@@ -12,12 +12,12 @@ from kvplan.errors import InputError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.run import FAILED, PASSED, SKIPPED, check
 from kvplan.plans.check.expr import evaluate, parse_assertion
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides
 from kvplan.plans.check.planfile import Plan, load_plan, plan_json_schema
 from kvplan.plans.sizing.vllm_cmdline import human_int, parse_vllm_serve
 from kvplan.report.junit import github_annotations, junit_xml
 
-from ..conftest import ROOT
+from ..conftest import ROOT, fit_by_name
 
 PLANS = ROOT / "examples" / "plans"
 PASS, FAIL = PLANS / "llama70b-h100-pass.yaml", PLANS / "llama70b-h100-fail.yaml"
@@ -210,7 +210,7 @@ def test_fit_metrics_equal_the_fit_library():
     plan = load_plan(FAIL)
     context = registry.PlanContext(plan.plan, plan.path.parent)
     values = registry.evaluate(context, ["kv_fits"])["fit"].values
-    row = fit("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
+    row = fit_by_name("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
               gpu_memory_utilization=0.9, overrides=Overrides()).rows[0]
     for metric, key in (("kv_cache_memory_bytes", "kv_cache_memory_bytes"), ("num_blocks", "num_blocks"),
                         ("kv_cache_tokens", "kv_cache_tokens"), ("max_concurrency_at_max_len", "max_concurrency"),

@@ -39,6 +39,7 @@ from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
+from kvplan.plans.sizing.efficiency import Efficiencies, check_efficiencies
 from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
 from kvplan.calc.operators import Parallel, op_times
@@ -69,15 +70,6 @@ LATENCY_COLUMNS = [
 
 
 @dataclass(frozen=True)
-class Efficiencies:
-    """η for memory bandwidth and FLOPS and the per-step overhead; None = card, then kvplan default."""
-
-    eta_mem: float | None = None
-    eta_flops: float | None = None
-    step_overhead_s: float | None = None
-
-
-@dataclass(frozen=True)
 class Speculation:
     """Speculative decoding / MTP: ``k`` drafted tokens per step, per-token acceptance ``alpha``.
 
@@ -89,14 +81,6 @@ class Speculation:
     alpha: float
     draft_model: str | None = None
     draft_layers: float = 1.0
-
-
-def check_efficiencies(eff: Efficiencies) -> None:
-    for name, value in (("--eta-mem", eff.eta_mem), ("--eta-flops", eff.eta_flops)):
-        if value is not None and not 0 < value <= 1:
-            raise InputError(f"{name} must be in (0, 1] (got {value})", "an efficiency is a share of the peak")
-    if eff.step_overhead_s is not None and (eff.step_overhead_s < 0 or not math.isfinite(eff.step_overhead_s)):
-        raise InputError(f"--step-overhead must be >= 0 (got {eff.step_overhead_s})", "write it as 50us or 0.5ms")
 
 
 def peak_flops(hw: HardwareCard, compute_dtype: str, weights_dtype: str) -> float:
