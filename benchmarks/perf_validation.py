@@ -51,12 +51,12 @@ def v090_rows() -> list[tuple[Row, str]]:
 
 
 def evaluate(row: Row, how: str = "max") -> float:
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     if how == "max":
         return estimate(row)
     kind, batch = how.split(":")
-    r = latency(row.model, row.hardware, isl=row.isl, osl=row.osl, batch=int(batch), tp=row.tp,
+    r = latency_from_names(row.model, row.hardware, isl=row.isl, osl=row.osl, batch=int(batch), tp=row.tp,
                 weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm").rows[0]
     return r["ttft_s"] * 1e3 if kind == "ttft" else r["tokens_per_s_per_gpu"]
 

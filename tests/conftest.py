@@ -88,23 +88,3 @@ def json_rows(result) -> list[dict]:
     assert result.exit_code in (0, 1), result.stderr
     return json.loads(result.stdout)
 
-
-def size_by_name(model, seq=131072, batch=1, kv_dtype="auto", tp=1, pp=1, engine="vllm", *, block_size=None,
-                 max_num_batched_tokens=None, cards=()):
-    """``kvplan size``'s library call from names: the deployment layer builds the layouts, ``size`` sizes them."""
-    from kvplan.plans.deployment import model_layouts
-    from kvplan.plans.sizing.size import size
-
-    layouts = model_layouts(model, kv_dtype, tp, pp, engine, block_size=block_size,
-                            max_num_batched_tokens=max_num_batched_tokens, cards=cards)
-    return size(layouts, seq, batch, max_num_batched_tokens=max_num_batched_tokens)
-
-
-def fit_by_name(model, hardware, seq=None, batch=1, kv_dtype="auto", tp=1, pp=1, engine="vllm", *,
-                allow_long_context=False, warn_concurrency=False, **settings):
-    """``kvplan fit``'s library call from names: the deployment layer builds the deployments, ``fit`` plans them."""
-    from kvplan.plans.deployment import fit_deployments
-    from kvplan.plans.sizing.fit import fit
-
-    deployments = fit_deployments(model, hardware, kv_dtype, tp, pp, engine, **settings)
-    return fit(deployments, seq, batch, allow_long_context=allow_long_context, warn_concurrency=warn_concurrency)

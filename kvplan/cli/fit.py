@@ -11,8 +11,8 @@ from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, BlockOpt, CardsOp
                                 QuantizationOpt, TPListOpt, cards_dirs, emit, note, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
-from kvplan.plans.deployment import fit_deployments
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.build import fit_from_names
+from kvplan.plans.sizing.fit import Overrides
 from kvplan.units import parse_bytes
 
 
@@ -91,13 +91,12 @@ def fit_command(
     )
     seqs = None if given["seq"] is None else parse_ints(given["seq"], "--max-model-len")
     batches = parse_ints(batch, "--batch")
-    deployments = fit_deployments(
-        model, hardware, parse_names(given["kv_dtype"] or "auto"), parse_ints(given["tp"] or "1", "--tp"),
-        given["pp"] or 1, parse_names(engine), weights_dtype=given["weights_dtype"] or "auto",
-        gpu_memory_utilization=given["gpu_memory_utilization"], block_size=given["block_size"],
-        max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"],
-        overrides=overrides, cards=cards_dirs(cards))
-    result = fit(deployments, seqs, batches, allow_long_context=allow_long_context,
-                 warn_concurrency=given["max_num_seqs"] is not None)
+    result = fit_from_names(
+        model, hardware, seqs, batches, parse_names(given["kv_dtype"] or "auto"),
+        parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1, parse_names(engine),
+        allow_long_context=allow_long_context, warn_concurrency=given["max_num_seqs"] is not None,
+        weights_dtype=given["weights_dtype"] or "auto", gpu_memory_utilization=given["gpu_memory_utilization"],
+        block_size=given["block_size"], max_num_batched_tokens=given["max_num_batched_tokens"],
+        max_num_seqs=given["max_num_seqs"], overrides=overrides, cards=cards_dirs(cards))
     emit(result, fmt, output, explain)
 

@@ -13,8 +13,8 @@ from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, CardNameOpt, Card
                                 OverlapCommOpt, StepOverheadOpt, SystemOpt, TPOneOpt, TPOpt, WeightsDtypeOpt,
                                 cards_dirs, efficiencies, emit)
 from kvplan.errors import InputError
-from kvplan.plans.sizing.calibrate import calibrate
-from kvplan.plans.sizing.latency import Speculation, latency
+from kvplan.plans.build import calibrate_from_names, latency_from_names
+from kvplan.plans.sizing.latency import Speculation
 from kvplan.outputs import OutputSet, check_target
 from kvplan.units import parse_list, parse_tokens
 
@@ -74,17 +74,16 @@ def latency_command(
         if spec_k is None or spec_alpha is None:
             raise InputError("--spec-k and --spec-alpha go together", "pass both, e.g. --spec-k 3 --spec-alpha 0.7")
         speculation = Speculation(k=spec_k, alpha=spec_alpha, draft_model=spec_draft, draft_layers=spec_draft_layers)
-    result = latency(
+    result = latency_from_names(
         model, hardware, parse_counts(isl, "--isl"), parse_counts(osl, "--osl"),
-        "max" if batch.strip().lower() == "max" else parse_counts(batch, "--batch"),
-        parse_counts(tp, "--tp"), context=parse_counts(context, "--context") if context else None, ep=ep,
-        kv_dtype=kv_dtype, weights_dtype=weights_dtype, compute_dtype=compute_dtype, engine=engine,
-        chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None, speculation=speculation,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead),
-        overlap_comm=overlap_comm, allow_long_context=allow_long_context, cards=cards_dirs(cards),
-        dp=dp, expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts,
-        expert_imbalance=expert_imbalance, two_batch_overlap=two_batch_overlap, perf_model=perf_model,
-        max_num_seqs=max_num_seqs, system=system,
+        "max" if batch.strip().lower() == "max" else parse_counts(batch, "--batch"), parse_counts(tp, "--tp"),
+        ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype, engine=engine,
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), dp=dp, expert_parallel=enable_expert_parallel,
+        redundant_experts=ep_redundant_experts, perf_model=perf_model, system=system, cards=cards_dirs(cards),
+        speculation=speculation, context=parse_counts(context, "--context") if context else None,
+        compute_dtype=compute_dtype, chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None,
+        overlap_comm=overlap_comm, allow_long_context=allow_long_context, expert_imbalance=expert_imbalance,
+        two_batch_overlap=two_batch_overlap, max_num_seqs=max_num_seqs,
     )
     emit(result, fmt, output, explain)
 
@@ -114,10 +113,9 @@ def calibrate_command(
     for path, what in ((card_out, "--card-out"), (output, "--output")):
         if path is not None:
             check_target(path, what)
-    calibration = calibrate(
-        model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards), holdout=holdout,
-    )
+    calibration = calibrate_from_names(
+        model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype, engine=engine,
+        cards=cards_dirs(cards), compute_dtype=compute_dtype, name=name, holdout=holdout)
     extra = OutputSet()
     if card_out is not None:
         extra.add(card_out, calibration.card_yaml(), what="--card-out")

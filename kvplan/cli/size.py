@@ -8,8 +8,7 @@ import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
                                 MaxBatchedTokensOpt, OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
-from kvplan.plans.deployment import model_layouts
-from kvplan.plans.sizing.size import size
+from kvplan.plans.build import size_from_names
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
 
@@ -41,8 +40,7 @@ def size_command(
     cards: CardsOpt = None,
 ) -> None:
     """KV-cache size: per token (one copy), per GPU (with replication), per sequence, in total."""
-    layouts = model_layouts(model, parse_names(kv_dtype), parse_ints(tp, "--tp"), pp, parse_names(engine),
-                            block_size=block_size, max_num_batched_tokens=max_num_batched_tokens, cards=cards_dirs(cards))
-    result = size(layouts, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"),
-                  max_num_batched_tokens=max_num_batched_tokens)
+    result = size_from_names(model, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"), parse_names(kv_dtype),
+                             parse_ints(tp, "--tp"), pp, parse_names(engine), block_size=block_size,
+                             max_num_batched_tokens=max_num_batched_tokens, cards=cards_dirs(cards))
     emit(result, fmt, output, explain)

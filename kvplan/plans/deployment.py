@@ -24,7 +24,6 @@ use and kept, so a command that only needs memory never asks the card for FLOPS.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -37,7 +36,6 @@ from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, g
 from kvplan.errors import InputError
 from kvplan.plans.links import node_hardware
 from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
-from kvplan.plans.sizing.size import as_list
 from kvplan.plans.sizing.efficiency import Efficiencies
 from kvplan.units import format_bytes
 
@@ -243,42 +241,6 @@ class ModelLayout:
     model: ModelCard
     profile: EngineProfile
     layout: KVLayout
-
-
-def model_layouts(model: str | ModelCard, kv_dtype="auto", tp=1, pp=1, engine="vllm", *, block_size: int | None = None,
-                  max_num_batched_tokens: int | None = None, cards: tuple[Path, ...] = ()) -> list[ModelLayout]:
-    """One :class:`ModelLayout` per (KV dtype, tp, pp, engine) of the given values (each a value or a list).
-
-    The card is loaded once; the layouts come in the order of the product (kvplan size's rows).
-    """
-    card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    out = []
-    for dtype, t, p, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(pp), as_list(engine)):
-        profile = get_profile(eng)
-        out.append(ModelLayout(card, profile, kv_layout(card, profile, dtype, t, p, block_size=block_size,
-                                                        max_num_batched_tokens=max_num_batched_tokens)))
-    return out
-
-
-def fit_deployments(model: str | ModelCard, hardware: str | HardwareCard, kv_dtype="auto", tp=1, pp: int = 1,
-                    engine="vllm", *, weights_dtype: str = "auto", gpu_memory_utilization: float | None = None,
-                    block_size: int | None = None, max_num_batched_tokens: int | None = None,
-                    max_num_seqs: int | None = None, overrides: Overrides = Overrides(),
-                    cards: tuple[Path, ...] = ()) -> list[Deployment]:
-    """One :class:`Deployment` per (KV dtype, tp, engine) of the given values, cards loaded once (kvplan fit's rows).
-
-    ``max_num_seqs`` None: vLLM's default 256; ``max_num_batched_tokens`` None: vLLM's 8192.
-    """
-    card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    hw, sys_card = resolve_cards(hardware, None, cards)
-    out = []
-    for dtype, t, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(engine)):
-        settings = EngineSettings(
-            engine=eng, kv_dtype=dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=256 if max_num_seqs is None else max_num_seqs, block_size=block_size,
-            chunk_tokens=max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
-        out.append(_build(card, hw, sys_card, settings, Parallelism(tp=t, pp=pp), overrides, ()))
-    return out
 
 
 def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard | None,

@@ -209,7 +209,7 @@ def test_an_unexpected_exception_is_an_internal_error_exit_2(invoke, monkeypatch
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(size_module, "size", broken, raising=True)
+    monkeypatch.setattr(size_module, "size_from_names", broken, raising=True)
     result = invoke("size", "llama-3.1-8b")
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-2:] == [

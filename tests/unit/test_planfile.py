@@ -16,8 +16,9 @@ from kvplan.plans.sizing.fit import Overrides
 from kvplan.plans.check.planfile import Plan, load_plan, plan_json_schema
 from kvplan.plans.sizing.vllm_cmdline import human_int, parse_vllm_serve
 from kvplan.report.junit import github_annotations, junit_xml
+from kvplan.plans.build import fit_from_names
 
-from ..conftest import ROOT, fit_by_name
+from ..conftest import ROOT
 
 PLANS = ROOT / "examples" / "plans"
 PASS, FAIL = PLANS / "llama70b-h100-pass.yaml", PLANS / "llama70b-h100-fail.yaml"
@@ -210,7 +211,7 @@ def test_fit_metrics_equal_the_fit_library():
     plan = load_plan(FAIL)
     context = registry.PlanContext(plan.plan, plan.path.parent)
     values = registry.evaluate(context, ["kv_fits"])["fit"].values
-    row = fit_by_name("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
+    row = fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
               gpu_memory_utilization=0.9, overrides=Overrides()).rows[0]
     for metric, key in (("kv_cache_memory_bytes", "kv_cache_memory_bytes"), ("num_blocks", "num_blocks"),
                         ("kv_cache_tokens", "kv_cache_tokens"), ("max_concurrency_at_max_len", "max_concurrency"),
@@ -223,11 +224,11 @@ def test_fit_metrics_equal_the_fit_library():
 
 
 def test_latency_metrics_come_from_the_latency_library():
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     plan = load_plan(PASS)
     produced = registry.evaluate(registry.PlanContext(plan.plan, plan.path.parent), ["ttft_s", "tpot_s"])
-    rows = latency("llama-3.1-70b", "h100-sxm", isl=[8192], osl=[512], batch=[1, 16], tp=[8], kv_dtype="fp8",
+    rows = latency_from_names("llama-3.1-70b", "h100-sxm", isl=[8192], osl=[512], batch=[1, 16], tp=[8], kv_dtype="fp8",
                    chunk_size=8192).rows
     assert produced["latency"].values["ttft_s"] == rows[0]["ttft_s"]
     assert produced["latency"].values["tpot_s"] == rows[1]["tpot_s"]

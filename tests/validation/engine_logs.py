@@ -23,8 +23,8 @@ from kvplan.cards.loader import load_model
 from kvplan.cards.schema import ModelCard
 from kvplan.engines import get_profile
 from kvplan.plans.sizing.fit import Overrides
+from kvplan.plans.build import fit_from_names
 
-from ..conftest import fit_by_name
 
 GiB = 2**30
 
@@ -65,7 +65,7 @@ def _bytes_per_token(card: ModelCard | str, engine: str, tp: int = 1, kv_dtype: 
 
 
 def _fit_row(*args, **kwargs) -> dict:
-    return fit_by_name(*args, **kwargs).rows[0]
+    return fit_from_names(*args, **kwargs).rows[0]
 
 
 @dataclass(frozen=True)

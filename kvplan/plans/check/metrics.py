@@ -191,12 +191,12 @@ def workload_lengths(context: PlanContext) -> tuple[int, int, list[str]]:
 
 
 def _latency_metrics(context: PlanContext) -> Produced:
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     engine = context.plan.engine
     isl, osl, notes = workload_lengths(context)
     batch = context.concurrency
-    result = latency(
+    result = latency_from_names(
         context.model_card, context.hardware_card, isl=[isl], osl=[osl], batch=sorted({1, batch}),
         tp=[engine.tensor_parallel_size], kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
         engine=engine.name, chunk_size=engine.max_num_batched_tokens, allow_long_context=engine.allow_long_context,

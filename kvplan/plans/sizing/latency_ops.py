@@ -11,21 +11,6 @@ from kvplan.plans.sizing.perfmodel import make_pass, weights_per_gpu
 from kvplan.units import format_bytes, format_seconds
 
 
-def with_system(hardware, system, cards=()):
-    """The hardware card with a system's links: its scale-up link, NIC and scale-up domain replace the card's.
-
-    ``hardware`` may itself name a system card (its accelerator is loaded). A system holds the
-    NIC a multi-node instance (EP across nodes) talks over. The same card as a deployment's
-    ``node_hardware`` (:mod:`kvplan.plans.links`).
-    """
-    from kvplan.cards.schema import HardwareCard
-    from kvplan.plans.links import load_side
-
-    if isinstance(hardware, HardwareCard) and system is None:
-        return hardware
-    return load_side(hardware, system, tuple(cards)).node_hardware
-
-
 @lru_cache(maxsize=1)
 def error_bands() -> dict:
     """Expected error per group (dense-batch1, dense-max, moe, prefill) from docs/validation.md §(e)."""
