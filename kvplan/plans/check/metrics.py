@@ -291,15 +291,17 @@ def _pd_metrics(context: PlanContext) -> Produced:
                      osl=workload.osl, trace=trace, trace_format=workload.trace_format, ttft=plan.slo.ttft,
                      tpot=plan.slo.tpot, settings=settings, aggregated=False, sensitivity=False,
                      allow_long_context=engine.allow_long_context, cards=context.cards)
-    row = result.rows[0]
-    values = {key: row[key] for key in PD_KEYS if row.get(key) is not None}
-    values["pd_total_gpus"] = row["total_gpus"] if row["total_gpus"] is not None else float("inf")
-    values["pd_feasible"] = bool(row["feasible"])
+    pd = result.plan
+    figures = {"prefill_gpus": pd.prefill.gpus, "decode_gpus": pd.decode.gpus, "prefill_instances": pd.prefill.instances,
+               "decode_instances": pd.decode.instances, **{key: getattr(pd, key) for key in PD_KEYS[4:]}}
+    values = {key: figures[key] for key in PD_KEYS if figures[key] is not None}
+    values["pd_total_gpus"] = pd.total_gpus if pd.total_gpus is not None else float("inf")
+    values["pd_feasible"] = bool(pd.feasible)
     for kind in ("ttft", "tpot"):
-        if row.get(f"{kind}_p99_s") is not None:
-            values[f"pd_{kind}_p99_s"] = row[f"{kind}_p99_s"]
-    values["pd_goodput_per_gpu"] = row["goodput_per_gpu"]
-    return Produced(values, result.explain, result.assumptions, result)
+        if getattr(pd, kind).get("p99") is not None:
+            values[f"pd_{kind}_p99_s"] = getattr(pd, kind)["p99"]
+    values["pd_goodput_per_gpu"] = pd.goodput_per_gpu
+    return Produced(values, list(result.explain), result.assumptions, result.result())
 
 
 PD_KEYS = ("prefill_gpus", "decode_gpus", "prefill_instances", "decode_instances", "kv_transfer_s",
@@ -382,16 +384,25 @@ def _aggregated_metrics(context: PlanContext) -> Produced:
     fleet = plan_aggregated(context.model_card, context.hardware_card, fleet_workload, slos,
                             Shape(engine.tensor_parallel_size, engine.pipeline_parallel_size), settings,
                             allow_long_context=engine.allow_long_context)
-    row = fleet.row()
-    values = {f"{kind}_{stat}_s": (row[f"{kind}_{stat}_s"] if row[f"{kind}_{stat}_s"] is not None else math.inf)
+    values = {f"{kind}_{stat}_s": _finite(getattr(fleet, kind).get(stat), math.inf)
               for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")}
-    for key in ("instances", "total_gpus", "batch_per_instance", "kv_demand_mean_bytes", "kv_demand_p99_bytes",
-                "kv_capacity_bytes", "headroom_bytes"):
-        values[key] = row.get(key) if row.get(key) is not None else (math.inf if key != "headroom_bytes" else -math.inf)
-    values["fleet_concurrency"] = row["concurrency"] if row["concurrency"] is not None else math.inf
+    memory = fleet.memory
+    for key in ("instances", "total_gpus", "batch_per_instance"):
+        values[key] = _finite(getattr(fleet, key), math.inf)
+    for key in ("kv_demand_mean_bytes", "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes"):
+        values[key] = _finite(getattr(memory, key) if memory is not None else None,
+                              -math.inf if key == "headroom_bytes" else math.inf)
+    values["fleet_concurrency"] = _finite(fleet.point.concurrency if fleet.point is not None else None, math.inf)
     values["fleet_feasible"] = fleet.feasible
     explain = list(fleet.explain) + ([f"infeasible: {fleet.reason}"] if not fleet.feasible else [])
     return Produced(values, explain, fleet.assumptions)
+
+
+def _finite(value, missing: float):
+    """A plan's figure as a metric: ``missing`` (±inf) where it is undefined (None, NaN or infinite)."""
+    import math
+
+    return value if value is not None and math.isfinite(value) else missing
 
 
 AGGREGATED = Producer("aggregated", compute=_aggregated_metrics, needs_workload=True, module="kvplan.plans.fleet.aggregated")
