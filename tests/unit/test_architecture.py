@@ -143,3 +143,12 @@ def test_sizing_imports_no_other_planner():
     assert sideways_from_sizing({"kvplan.plans.sizing.latency_ops": {"kvplan.plans.pd.link", "kvplan.plans.links"}}) \
         == [("kvplan.plans.sizing.latency_ops", "kvplan.plans.pd.link")]
     assert sideways_from_sizing(import_graph()) == []
+
+
+def test_sizing_planners_load_no_card():
+    """size, fit, latency and calibrate take deployments (plans/build.py builds them); no sizing module loads a card."""
+    graph = import_graph()
+    loaders = sorted((m, d) for m, deps in graph.items() if m.startswith("kvplan.plans.sizing")
+                     for d in deps if d == "kvplan.cards.loader")
+    assert loaders == []
+    assert "kvplan.cards.loader" in graph["kvplan.plans.build"]  # the builder is where the cards are read
