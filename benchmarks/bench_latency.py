@@ -67,7 +67,7 @@ def bench_requests(name: str) -> None:
 def bench_plan() -> None:
     seconds, result = best(lambda: latency_from_names("llama-3.1-70b", "h200", isl=[1024, 4096, 16384], osl=[128,
                                                       512, 2048],
-                                           batch=[1, 16, 128], tp=[4, 8]))
+                                                      batch=[1, 16, 128], tp=[4, 8]))
     print(f"latency plan: {len(result.rows)} rows with explain in {seconds * 1e3:.0f} ms")
 
 

@@ -57,7 +57,7 @@ def evaluate(row: Row, how: str = "max") -> float:
         return estimate(row)
     kind, batch = how.split(":")
     r = latency_from_names(row.model, row.hardware, isl=row.isl, osl=row.osl, batch=int(batch), tp=row.tp,
-                weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm").rows[0]
+                           weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm").rows[0]
     return r["ttft_s"] * 1e3 if kind == "ttft" else r["tokens_per_s_per_gpu"]
 
 

@@ -298,8 +298,8 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
     batches = sorted({int(b) for b in np.rint(np.geomspace(1, top, 24))})
     try:
         result = latency_from_names(card, context.hardware_card, isl=[isl], osl=[osl], batch=batches,
-                         tp=[e.tensor_parallel_size], kv_dtype=e.kv_cache_dtype, weights_dtype=e.weights_dtype,
-                         engine=e.name, allow_long_context=True)
+                                    tp=[e.tensor_parallel_size], kv_dtype=e.kv_cache_dtype,
+                                    weights_dtype=e.weights_dtype, engine=e.name, allow_long_context=True)
     except KvplanError as exc:
         doc.assumptions.append(f"latency vs batch not drawn: {exc.message}")
         return None

@@ -191,7 +191,7 @@ def test_report_for_llama70b_on_h100(run, tmp_path):
     assert at_max["bf16"] == 2 * at_max["fp8"] == 2 * 2_684_354_560
     memory = {r["part"]: float(r["size_bytes"]) for r in csv.DictReader((out / "memory.csv").open())}
     assert memory["KV cache"] == fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[8],
-                                     gpu_memory_utilization=0.9).rows[0]["kv_cache_memory_bytes"]
+                                                gpu_memory_utilization=0.9).rows[0]["kv_cache_memory_bytes"]
     assert sum(memory.values()) == pytest.approx(85520809984)
     assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging directory left behind
 
@@ -340,7 +340,7 @@ def test_fit_from_vllm_equals_the_flags(run):
     row = json.loads(res.stdout)[0]
     lib = fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[4],
                          gpu_memory_utilization=0.9,
-              block_size=16, max_num_seqs=128, max_num_batched_tokens=8192).rows[0]
+                         block_size=16, max_num_seqs=128, max_num_batched_tokens=8192).rows[0]
     assert row == json.loads(json.dumps(lib))
     assert (row["model"], row["tp"], row["kv_dtype"], row["num_blocks"]) == ("llama-3.1-70b", 4, "fp8", 62569)
     assert "Note: ignored vLLM flags kvplan does not model: --swap-space 16" in res.stderr.splitlines()

@@ -47,8 +47,8 @@ def test_latency_options_reach_the_library(invoke):
     rows = json_rows(invoke(*args))
     lib = latency_from_names("llama-3.1-8b", "h100-sxm", isl=[4096], osl=[128], batch=[16], context=[8192],
                              kv_dtype="fp8",
-                  chunk_size=1024, speculation=Speculation(3, 0.7),
-                  efficiencies=Efficiencies(0.7, 0.6, 250e-6)).rows
+                             chunk_size=1024, speculation=Speculation(3, 0.7),
+                             efficiencies=Efficiencies(0.7, 0.6, 250e-6)).rows
     assert rows == json.loads(json.dumps(lib))
     assert rows[0]["prefill_passes"] == 64 and rows[0]["context"] == 8192 and rows[0]["kv_dtype"] == "fp8"
     assert "decode_step_with_chunk_s" in rows[0] and "spec_speedup" in rows[0]

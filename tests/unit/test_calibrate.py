@@ -130,7 +130,7 @@ def test_overlay_card_is_a_valid_hardware_card_latency_accepts(tmp_path):
     assert any("kvplan calibrate" in s for s in hw.source)
     via_card = latency_from_names("llama-3.1-8b", str(card_path), isl=1000, osl=64, batch=4).rows[0]
     via_flags = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1000, osl=64, batch=4,
-                        efficiencies=Efficiencies(0.72, 0.58, 150e-6)).rows[0]
+                                   efficiencies=Efficiencies(0.72, 0.58, 150e-6)).rows[0]
     assert via_card["decode_step_s"] == pytest.approx(via_flags["decode_step_s"], rel=1e-6)
     assert via_card["decode_step_s"] == pytest.approx(roofline(decode_terms(4, 1000), 0.72, 0.58, 150e-6), rel=1e-6)
 

@@ -87,7 +87,7 @@ def test_batch_one_dense_decode_is_the_memory_roofline_exactly():
     weights = (L70_PARAMS - L70_VH) * 2
     kv = 128 * 80 * 2 * 8 * 128 * 2
     row = latency_from_names("llama-3.1-70b", "h200", isl=128, osl=2, batch=1,
-                  efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=250e-6)).rows[0]
+                             efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=250e-6)).rows[0]
     assert row["perf_model"] == "operators"
     assert row["decode_weight_bytes_per_gpu"] == weights and row["decode_kv_bytes_per_gpu"] == kv
     assert_allclose(row["decode_step_s"], (weights + kv) / (H200_BW * 0.8) + 250e-6, rtol=1e-12)
@@ -139,7 +139,7 @@ def test_redundant_experts_make_ep72_work_and_count_their_memory():
         latency_from_names("deepseek-v3", "hgx-h200-8", isl=1000, osl=2, batch=72, dp=72, expert_parallel=True)
     assert "--ep-redundant-experts 32" in err.value.hint
     row = latency_from_names("deepseek-v3", "hgx-h200-8", isl=1000, osl=2, batch=720, dp=72, expert_parallel=True,
-                  redundant_experts=32).rows[0]
+                             redundant_experts=32).rows[0]
     assert row["ep"] == 72 and row["gpus"] == 72
     # 4 local experts, each touched with probability 1 − (1 − 8/256)^720
     assert_allclose(row["experts_touched_per_layer"], 4 * (1 - (1 - 8 / 256) ** 720), rtol=1e-12)

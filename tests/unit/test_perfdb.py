@@ -82,7 +82,7 @@ def test_table_rows_drive_the_step_and_a_gpu_without_tables_falls_back():
     assert any("no per-kernel table for mi300x" in n for n in flat.assumptions)
     # an explicit efficiency bypasses the tables: every operator at that η
     forced = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1024, osl=64, batch=1, engine="trtllm",
-                     efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5))
+                                efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5))
     assert not any("per-kernel tables" in n for n in forced.assumptions)
 
 

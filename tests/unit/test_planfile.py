@@ -212,7 +212,7 @@ def test_fit_metrics_equal_the_fit_library():
     context = registry.PlanContext(plan.plan, plan.path.parent)
     values = registry.evaluate(context, ["kv_fits"])["fit"].values
     row = fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
-              gpu_memory_utilization=0.9, overrides=Overrides()).rows[0]
+                         gpu_memory_utilization=0.9, overrides=Overrides()).rows[0]
     for metric, key in (("kv_cache_memory_bytes", "kv_cache_memory_bytes"), ("num_blocks", "num_blocks"),
                         ("kv_cache_tokens", "kv_cache_tokens"), ("max_concurrency_at_max_len", "max_concurrency"),
                         ("max_concurrency", "max_concurrency"), ("kv_fits", "fits"),
@@ -229,7 +229,7 @@ def test_latency_metrics_come_from_the_latency_library():
     plan = load_plan(PASS)
     produced = registry.evaluate(registry.PlanContext(plan.plan, plan.path.parent), ["ttft_s", "tpot_s"])
     rows = latency_from_names("llama-3.1-70b", "h100-sxm", isl=[8192], osl=[512], batch=[1, 16], tp=[8], kv_dtype="fp8",
-                   chunk_size=8192).rows
+                              chunk_size=8192).rows
     assert produced["latency"].values["ttft_s"] == rows[0]["ttft_s"]
     assert produced["latency"].values["tpot_s"] == rows[1]["tpot_s"]
 

@@ -59,7 +59,7 @@ def test_memory_bound_worked_case_llama_3_1_70b_h200_tp1_batch1():
     floor = (weights + kv) / H200_BW
     overhead = 250e-6
     row = latency_from_names("llama-3.1-70b", "h200", isl=context, osl=2, batch=1, tp=1,
-                  efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=overhead)).rows[0]
+                             efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=overhead)).rows[0]
     assert row["bound"] == "memory"
     assert row["decode_weight_bytes_per_gpu"] == weights
     assert row["decode_kv_bytes_per_gpu"] == kv
@@ -267,7 +267,7 @@ def test_efficiency_defaults_are_sourced_not_one():
 
 def test_overrides_take_precedence_over_the_card():
     row = latency_from_names("llama-3.1-8b", "h200", isl=1024, osl=16,
-                  efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5, step_overhead_s=0.0)).rows[0]
+                             efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5, step_overhead_s=0.0)).rows[0]
     assert (row["eta_mem"], row["eta_flops"], row["step_overhead_s"]) == (0.5, 0.5, 0.0)
 
 
@@ -380,7 +380,7 @@ TRTLLM_V090 = [
 def _published_estimate(card, model, batch, tp, isl, osl, kind, efficiencies):
     dtype = "auto" if card == "a100-80gb" else "fp8"
     row = latency_from_names(model, card, isl=isl, osl=osl, batch=batch, tp=tp, weights_dtype=dtype, kv_dtype=dtype,
-                  engine="trtllm", efficiencies=efficiencies, perf_model="roofline").rows[0]
+                             engine="trtllm", efficiencies=efficiencies, perf_model="roofline").rows[0]
     return row["tokens_per_s_per_gpu"] if kind == "tput" else row["ttft_s"] * 1e3
 
 

@@ -78,8 +78,8 @@ def test_sampled_points_agree_exactly_with_fit(result):
     sample = rng.sample(rows, 40) + [r for r in rows if not r["fits"]][:5] + [r for r in rows if r["fits"]][-5:]
     for row in sample:
         lib = fit_from_names(row["model"], row["hardware"], seq=[int(row["seq_len"])], batch=[int(row["batch"])],
-                  kv_dtype=[row["kv_dtype"]], tp=[int(row["tp"])], pp=int(row["pp"]), engine=[row["engine"]],
-                  allow_long_context=True).rows[0]
+                             kv_dtype=[row["kv_dtype"]], tp=[int(row["tp"])], pp=int(row["pp"]), engine=[row["engine"]],
+                             allow_long_context=True).rows[0]
         for key in FIT_KEYS:
             assert row[key] == lib[key], (key, row, lib[key])
 
@@ -101,7 +101,7 @@ def test_size_columns_agree_with_size(result):
     for row in rows:
         lib = size_from_names("deepseek-v3", seq=[int(row["seq_len"])], batch=[int(row["batch"])],
                               kv_dtype=[row["kv_dtype"]],
-                   tp=[int(row["tp"])], engine=["sglang"]).rows[0]
+                              tp=[int(row["tp"])], engine=["sglang"]).rows[0]
         for key in ("kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_total_per_gpu"):
             assert row[key] == lib[key]
 
@@ -113,7 +113,7 @@ def test_latency_columns_agree_with_latency_library(result):
     for row in random.Random(3).sample(rows, 8):
         lib = latency_from_names(row["model"], row["hardware"], isl=[1], osl=[1], batch=[int(row["batch"])],
                                  tp=[int(row["tp"])],
-                      context=[int(row["seq_len"])], kv_dtype=row["kv_dtype"], engine="vllm").rows[0]
+                                 context=[int(row["seq_len"])], kv_dtype=row["kv_dtype"], engine="vllm").rows[0]
         assert row["decode_step_s"] == lib["decode_step_s"]
         assert row["floor_decode_step_s"] == lib["floor_decode_step_s"]
 

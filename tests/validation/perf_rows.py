@@ -182,7 +182,7 @@ def estimate_scored(s: Scored) -> float:
     kw = dict(s.kwargs)
     try:
         result = latency_from_names(r.model, r.hardware, isl=r.isl, osl=r.osl, tp=r.tp, weights_dtype=r.weights_dtype,
-                         kv_dtype=r.kv_dtype, allow_long_context=True, **kw).rows[0]
+                                    kv_dtype=r.kv_dtype, allow_long_context=True, **kw).rows[0]
     except KvplanError:
         return float("nan")
     return float(result[s.metric]) * s.scale
