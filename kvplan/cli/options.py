@@ -160,6 +160,13 @@ ExpertParallelOpt = Annotated[bool, typer.Option(
 OverlapCommOpt = Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP/EP communication with compute.")]
 AllowLongContextOpt = Annotated[bool, typer.Option(
     "--allow-long-context", help="Allow lengths beyond the card's max context (RoPE scaling).")]
+GpuCostOpt = Annotated[Optional[str], typer.Option(
+    "--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0: cost per hour and per million output "
+                       "tokens (plan: the search compares cost; report: replaces the plan file's gpu_cost).")]
+ConcurrencyOpt = Annotated[Optional[str], typer.Option(
+    "--concurrency", "--max-concurrency",
+    help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list "
+         "(1,8,32,128) gives the latency-throughput curve (report: default the plan file's report.concurrency).")]
 ChartOpt = Annotated[Optional[Path], typer.Option(
     "--chart", help="Write the command's chart (PNG): plan's closed-loop curve, tier's hit-rate curve, route's "
                     "hit rates.")]

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (AllowLongContextOpt, ArrivalCVOpt, BlockOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
+from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt, ArrivalCVOpt, BlockOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
                                 ColumnsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt,
                                 HardwareArg, IslOpt, KVDtypeOneOpt, MaxNumSeqsOpt, ModelArg, OslOpt, OutputOpt,
                                 RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, StepOverheadOpt,
@@ -68,10 +68,10 @@ def plan_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
-    gpu_cost: Annotated[Optional[str], typer.Option("--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0 (cost per hour and per million output tokens; the search compares cost).")] = None,
+    gpu_cost: GpuCostOpt = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
-    concurrency: Annotated[Optional[str], typer.Option("--concurrency", "--max-concurrency", help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list (1,8,32,128) gives the latency-throughput curve.")] = None,
+    concurrency: ConcurrencyOpt = None,
     instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
     chart: ChartOpt = None,
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
