@@ -101,7 +101,7 @@ OPS = (("attention_gemms", "attn GEMMs"), ("mlp_gemms", "dense MLP + shared"), (
 
 def breakdown_lines() -> list[str]:
     """The decode step of each worked example at context ISL, operator by operator (ms), and where the time goes."""
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names as latency
 
     out = ["", "**Per-operator breakdown of the worked examples** (`kvplan latency ... --engine trtllm --explain`; "
            "decode step at context = ISL, milliseconds per step on one GPU; the batch is the whole instance's):", "",

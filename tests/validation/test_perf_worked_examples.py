@@ -88,8 +88,8 @@ def test_fitting_rows_read_modelopt_checkpoints_with_their_fp8_kv_cache():
 def test_gb200_runs_on_the_b200_kernel_tables_and_says_so():
     measured = published("DeepSeek-R1-0528", "GB200", "DEP4", 1024, 1024)
     assert measured == 6924
-    result = latency("deepseek-v3", "gb200", batch="max", engine="trtllm", isl=1024, osl=1024, dp=4,
-                     expert_parallel=True, weights_dtype="fp4", kv_dtype="fp8")
+    result = latency_from_names("deepseek-v3", "gb200", batch="max", engine="trtllm", isl=1024, osl=1024, dp=4,
+                                expert_parallel=True, weights_dtype="fp4", kv_dtype="fp8")
     assert any("b200's measured efficiencies stand in" in n for n in result.assumptions)
     assert not any("no per-kernel table for gb200" in n for n in result.assumptions)
     error = result.rows[0]["tokens_per_s_per_gpu"] / measured - 1
