@@ -35,7 +35,6 @@ import numpy as np
 
 from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, forward_pass,
                                   mean_over_output, model_cost, prefill, speculative_tokens_per_step)
-from kvplan.cards.loader import system_names
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans.sizing.efficiency import Efficiencies, check_efficiencies
@@ -152,8 +151,8 @@ def resolve_machine(
         if hw.scale_up_domain is not None and max_gpus > hw.scale_up_domain and hw.nic is None:
             raise MissingFigureError(
                 f"{max_gpus} GPUs exceed {hw.name}'s scale-up domain ({hw.scale_up_domain}) and the card has no nic",
-                "lower --tp, pass a system card with a NIC as --system (shipped: "
-                f"{', '.join(system_names(with_nic=True))}), or add the NIC with its source to the card",
+                "lower --tp, pass a system card with a NIC as --system ('kvplan cards list' shows the system "
+                "cards), or add the NIC with its source to the card",
             )
     machine = Machine(name=hw.name, compute_dtype=compute_dtype, bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
                       peak_flops_per_s=peak, eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead, **kwargs)

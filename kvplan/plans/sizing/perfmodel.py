@@ -22,7 +22,6 @@ import numpy as np
 
 from kvplan.calc.efficiency import Flat
 from kvplan.calc.operators import OperatorEfficiencies, Parallel, Shapes, operator_pass, padded_batch
-from kvplan.cards.loader import system_names
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
 
@@ -92,8 +91,8 @@ def check_parallelism(card: ModelCard, hw: HardwareCard, tps, dp: int, expert_pa
         if gpus > domain and hw.nic is None:
             raise InputError(
                 f"--tp {tp} × --dp {dp} = {gpus} GPUs exceed {hw.name}'s {domain} GPUs per node and the card has no NIC",
-                "stay within one node, or pass a system card with a NIC as --system (shipped: "
-                f"{', '.join(system_names(with_nic=True))}) or add the NIC with its source to the card")
+                "stay within one node, or pass a system card with a NIC as --system ('kvplan cards list' shows the "
+                "system cards; those with a nic link) or add the NIC with its source to the card")
         if expert_parallel:
             slots = card.moe.num_experts + redundant_experts
             if slots % gpus:
