@@ -10,7 +10,8 @@ import typer
 
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
                                 StepOverheadOpt, cards_dirs, efficiencies, emit, output_format)
-from kvplan.cli.options import TraceFormatOpt
+from kvplan.cli.options import GpuCostOpt, TraceFormatOpt
+from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd
@@ -105,6 +106,7 @@ def pd_command(
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
+    gpu_cost: GpuCostOpt = None,
     no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
     allow_long_context: Annotated[bool, typer.Option(
@@ -138,6 +140,7 @@ def pd_command(
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
         settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
+        gpu_cost=parse_gpu_cost(gpu_cost, cards_dirs(cards)) or None,
         allow_long_context=allow_long_context, cards=cards_dirs(cards),
     )
     fmt = output_format(fmt, output)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import HardwareArg, ModelArg, WeightsDtypeOpt
+from kvplan.cli.options import EnableEPOpt, GpuCostOpt, HardwareArg, ModelArg, RedundantExpertsOpt, WeightsDtypeOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
                                 StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.cli.options import ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt, TraceFormatOpt, TurnsOpt
@@ -55,6 +55,9 @@ def plan_command(
     tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")] = None,
     tp: Annotated[Optional[str], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance: one value pins it, a list (2,4,8) is searched (default 1,2,4,8).")] = None,
     pp: Annotated[Optional[str], typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline stages per instance: one value or a list (default 1, more only where the weights need it).")] = None,
+    dp: Annotated[Optional[str], typer.Option("--dp", "-dp", "--data-parallel-size", help="Attention data-parallel ranks per instance (MoE, with expert parallelism): one value pins it, a list is searched (default for MoE: 1,2,4,8,16,32).")] = None,
+    enable_expert_parallel: EnableEPOpt = False,
+    ep_redundant_experts: RedundantExpertsOpt = None,
     engine: EngineOneOpt = "vllm",
     kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
@@ -66,7 +69,7 @@ def plan_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
-    gpu_cost: Annotated[Optional[str], typer.Option("--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0 (cost per hour and per million output tokens; the search compares cost).")] = None,
+    gpu_cost: GpuCostOpt = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
     concurrency: Annotated[Optional[str], typer.Option("--concurrency", "--max-concurrency", help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list (1,8,32,128) gives the latency-throughput curve.")] = None,
@@ -97,6 +100,7 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
+    dps = _tps(dp, "--dp") if dp is not None else None
     if chart is not None and (concurrency is None or chart.suffix.lower() != ".png"):
         from kvplan.errors import InputError
 
@@ -104,7 +108,8 @@ def plan_command(
                          "e.g. --concurrency 1,8,32,128 --chart curve.png")
     closed = None if concurrency is None else _tps(concurrency, "--concurrency")
     answer = fleet_answer(model, hardware, workload, slos, settings,
-                          concurrency=closed, instances=instances, tps=tps, pps=pps,
+                          concurrency=closed, instances=instances, tps=tps, pps=pps, dps=dps,
+                          expert_parallel=enable_expert_parallel or None, redundant_experts=ep_redundant_experts,
                           scale=() if closed else _float_list(scale), simulate=simulate, sim_requests=sim_requests,
                           seed=seed, max_gpus=max_gpus, max_utilization=max_utilization,
                           allow_long_context=allow_long_context, system=system,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kvplan.errors import InputError
-from kvplan.plans.deployment import Deployment, Parallelism, resolve, resolve_cards
+from kvplan.plans.deployment import Deployment, resolve, resolve_cards
 from kvplan.plans.fleet.aggregated import (EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_inputs, _check_rate,
                                            plan_fleet)
 from kvplan.result import Result
@@ -89,7 +89,8 @@ def plan(
     engine: EngineSettings = EngineSettings(), *, tps: Sequence[int] | None = None, pps: Sequence[int] | None = None,
     scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False, sim_requests: int | None = None, seed: int = 0,
     max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False, system=None,
-    gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (),
+    gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (), dps: Sequence[int] | None = None,
+    expert_parallel: bool | None = None, redundant_experts: int | None = None,
 ) -> Result:
     """The fleet for ``workload`` (one ``kind: plan`` row), the runners-up, a re-plan per rate multiplier.
 
@@ -104,13 +105,18 @@ def plan(
     so for a trace workload only.
     ``gpu_cost``: {hardware: price per GPU-hour}; every row then carries its cost per hour and per
     million output tokens (:mod:`kvplan.plans.fleet.cost`), and the search compares cost.
+    ``dps``, ``expert_parallel``, ``redundant_experts``: vLLM's ``--data-parallel-size`` (a list is
+    searched; MoE models search DP with EP by default), ``--enable-expert-parallel`` and
+    ``--num-redundant-experts`` (:func:`kvplan.plans.fleet.search.candidate_shapes`).
     """
     from kvplan.cards.loader import load_model, usual_system
     from kvplan.plans.fleet.cost import cost_fields
     from kvplan.plans.fleet.search import search_shapes
 
-    if shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1):
-        shape = Shape(int(tps[0]), int(pps[0]) if pps else 1)
+    from kvplan.plans.fleet.search import candidate_shapes
+
+    pinned = shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1) and (
+        dps is None or len(dps) == 1)
     dep, assumed = None, None
     if isinstance(model, Deployment):
         dep = model
@@ -119,9 +125,19 @@ def plan(
         hw, sys_card = resolve_cards(hardware, system, cards)
         if sys_card is None:  # multi-node by default: the accelerator's usual system (its nodes and NIC)
             sys_card, assumed = usual_system(hw, cards)
+        if pinned:
+            card = model if hasattr(model, "layer_groups") else load_model(model, cards)
+            dp = int(dps[0]) if dps else 1
+            shapes, dropped = candidate_shapes(card, hw, [int(tps[0])], [int(pps[0]) if pps else 1], sys_card, [dp],
+                                               expert_parallel or (dp > 1 if card.moe is not None else expert_parallel),
+                                               redundant_experts)
+            if not shapes:
+                raise InputError(f"tp={tps[0]}" + (f" dp={dp}" if dp > 1 else "") + f" cannot run {card.name} on "
+                                 f"{hw.name}: " + "; ".join(d.removeprefix("plan ") for d in dropped),
+                                 "choose another --tp/--dp, or give a --system with a NIC for multi-node EP")
+            shape = shapes[0]
         if shape is not None:
-            dep = resolve(model, hw, system=sys_card, engine=engine, parallel=Parallelism(shape.tp, shape.pp),
-                          cards=cards)
+            dep = resolve(model, hw, system=sys_card, engine=engine, parallel=shape.parallelism(), cards=cards)
     if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
         raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
     if sim_requests is None and workload.trace is None:
@@ -143,7 +159,8 @@ def plan(
     else:
         card = model if hasattr(model, "layer_groups") else load_model(model, cards)
         found = search_shapes(card, hw, workload, list(slos), tps, pps, engine, system=sys_card, cards=cards,
-                              gpu_cost=gpu_cost, replay=replay if simulate else None, **kwargs)
+                              gpu_cost=gpu_cost, replay=replay if simulate else None, dps=dps,
+                              expert_parallel=expert_parallel, redundant_experts=redundant_experts, **kwargs)
         main, candidates, skipped = found.best, found.candidates, found.skipped
     chosen = main.setup["deployment"]
     card, engine = chosen.model, chosen.engine
@@ -182,7 +199,7 @@ def plan(
             notes.append(f"--gpu-cost names no price for {main.hardware}: costs left out")
     verdict = None if main.feasible else f"infeasible: {main.reason}"
     title = (f"Fleet plan: {card.name} on {chosen.hardware.name}"
-             + (f" ({chosen.system.name} nodes)" if chosen.system is not None else "") + f", tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
+             + (f" ({chosen.system.name} nodes)" if chosen.system is not None else "") + f", {main.shape.label()}"
              + (f" (searched {len(candidates)} shapes)" if len(candidates) > 1 else "")
              + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
     return Result(title=title, rows=rows, columns=PLAN_COLUMNS, explain=explain, assumptions=notes,
@@ -203,13 +220,13 @@ def nodes_of(p: FleetPlan) -> dict:
 
 
 def _shape_text(p: FleetPlan, brief: bool = False) -> str:
-    shape = f"tp={p.shape.tp}" + (f" pp={p.shape.pp}" if p.shape.pp > 1 else "")
+    shape = p.shape.label()
     if brief:
         return shape
     return f"{shape} → " + (f"{p.total_gpus:,} GPUs" if p.feasible else f"infeasible ({p.binding_constraint})")
 
 
-CANDIDATE_KEYS = ("tp", "pp", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
+CANDIDATE_KEYS = ("tp", "pp", "dp", "ep", "expert_parallel", "redundant_experts", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
                   "tpot_p99_s", "binding_constraint", "binding_detail", "feasible", "reason", "sized_by")
 
 
@@ -290,7 +307,9 @@ def _scale_row(multiplier: float, p: FleetPlan) -> dict:
 
 
 def _sim_explain(p: FleetPlan, sim) -> list[str]:
-    lines = [f"simulation: {p.instances:,} instances × batch {p.batch_per_instance}, chunk {p.engine.chunk_tokens:,} "
+    lines = [f"simulation: {p.instances:,} instances × batch {p.batch_per_instance}" + (
+        f" ({p.shape.dp} DP ranks × {p.batch_per_rank}, each rank a simulated engine)" if p.shape.dp > 1 else "")
+             + f", chunk {p.engine.chunk_tokens:,} "
              f"tokens/step, JSQ router; mean decode batch {sim.mean_batch:,.3g} (closed form "
              f"{p.point.batch_mean:,.3g})"]
     stats = sim.stats()
@@ -321,7 +340,9 @@ def presentation(result: Result) -> list[Result]:
             ("instances × GPUs each = GPUs", f"{row['instances']:,} × {row['gpus_per_instance']} = {row['total_gpus']:,}"
              + (f" on {row['nodes']:,} node{'s' if row['nodes'] != 1 else ''} of {row['accelerators_per_node']} "
                 f"({row['system']})" if row.get("nodes") else "")),
-            ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}"),
+            ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}") if row["dp"] == 1 else
+            ("batch per instance = DP ranks × batch per rank (max_num_seqs to set)",
+             f"{row['dp']} × {row['batch_per_rank']:,} = {row['batch_per_instance']:,}"),
             ("batch limits: KV (CLT p99) / KV at mean C / KV at p99 C / TPOT SLO",
              " / ".join(_count(row.get(k)) for k in ("batch_kv", "batch_kv_mean", "batch_kv_p99", "batch_tpot"))),
             ("mean batch per instance", f"{row['batch_mean']:,.3g}"),
@@ -361,7 +382,7 @@ def presentation(result: Result) -> list[Result]:
         shown = [{**r, "binding_constraint": r["binding_constraint"] if r["feasible"]
                   else f"{r['binding_constraint']}: {r['reason']}"} for r in others]
         tables.append(Result(title="Runners-up: the other instance shapes searched", rows=shown,
-                             columns=["tp", "pp", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
+                             columns=["tp", "pp", "dp", "ep", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
                                       "tpot_p99_s", "binding_constraint", "feasible"]))
     scale = [r for r in result.rows if r.get("kind") == "scale"]
     if scale:
@@ -369,7 +390,8 @@ def presentation(result: Result) -> list[Result]:
                   "binding_constraint": r["binding_constraint"] if r["feasible"] else f"{r['binding_constraint']}: {r['reason']}"}
                  for r in scale]
         tables.append(Result(title=f"Scaling out: the same workload at higher rates (tp={row['tp']}"
-                             + (f" pp={row['pp']}" if row["pp"] > 1 else "") + " instances)", rows=shown,
+                             + (f" pp={row['pp']}" if row["pp"] > 1 else "") + (f" dp={row['dp']}" if row["dp"] > 1 else "")
+                             + (f" ep={row['ep']}" if row["expert_parallel"] else "") + " instances)", rows=shown,
                              columns=SCALE_COLUMNS))
     return tables
 

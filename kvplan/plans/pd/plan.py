@@ -45,7 +45,8 @@ from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
                                    as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
-from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row, verdict
+from kvplan.plans.pd.report import (aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row,
+                                    price_rows, pricing, verdict)
 from kvplan.plans.pd.search import PairModel, Point
 from kvplan.result import Result
 from kvplan.units import format_bytes
@@ -92,6 +93,7 @@ class Setup:
     notes: list[str] = field(default_factory=list)
     overlap_comm: bool = False
     prefix_read_bytes_per_s: float | None = None
+    gpu_cost: dict | None = None  # {hardware: price per GPU-hour}: candidates and the verdict compare cost
 
 
 @dataclass
@@ -149,6 +151,7 @@ def plan_pd(
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
     redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
+    gpu_cost: dict[str, float] | None = None,
 ) -> Result:
     """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
     if isinstance(trace, (str, Path)):
@@ -163,6 +166,7 @@ def plan_pd(
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
     setup.overlap_comm = bool(overlap_comm)
+    setup.gpu_cost = dict(gpu_cost) if gpu_cost else None
     if hit_note:
         setup.notes.append(hit_note)
     if prefix_read_bandwidth_bytes_per_s is not None:
@@ -187,7 +191,7 @@ def plan_pd(
     else:
         extra = []
     agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
-                                 allow_long_context) if aggregated else None
+                                 allow_long_context, setup.gpu_cost) if aggregated else None
     if agg is not None:
         rows.append(agg.row)
     if sensitivity:
@@ -208,6 +212,7 @@ def plan_pd(
         lines, figures = answer(setup, workload, base, rows, _models)
         explain += ["checklist (seed §10):", *lines]
         rows[0]["checklist"] = figures
+    notes += price_rows(rows, setup)
     text, failed = verdict(setup, rows[0], agg.row if agg else None, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
@@ -443,8 +448,9 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
         return Outcome(c, None if c.point.ok else c.point.failures[0], notes=list(c.link.notes))
     ok = [c for c in candidates if c.point.ok]
     if ok:
-        fewest = min(c.total_gpus for c in ok)
-        tied = [c for c in ok if c.total_gpus == fewest]
+        price = pricing(setup)
+        fewest = min(price(c) for c in ok)
+        tied = [c for c in ok if price(c) <= fewest * (1 + 1e-12)]
         for c in tied:
             c.capacity_per_s = c.pair.capacity_per_s(c.point.x, c.point.y)
         best = max(tied, key=lambda c: (c.capacity_per_s, -c.gpus_p - c.gpus_d))
