@@ -70,8 +70,9 @@ def candidate_shapes(card, hw, tps, pps, system=None, dps=None, expert_parallel:
     from kvplan.plans.pd.pools import fits_nodes
 
     moe = card.moe is not None
-    if not moe and (expert_parallel or (dps and any(d != 1 for d in dps))):
-        flag = "--enable-expert-parallel" if expert_parallel else "--dp"
+    if not moe and (expert_parallel or redundant_experts or (dps and any(d != 1 for d in dps))):
+        flag = ("--enable-expert-parallel" if expert_parallel else "--ep-redundant-experts" if redundant_experts
+                else "--dp")
         raise InputError(f"{flag}: {card.name} is a dense model (no routed experts to split over DP ranks)",
                          "drop it: a dense model's data parallelism is independent instances, which plan counts")
     for d in dps or ():
@@ -112,6 +113,9 @@ def candidate_shapes(card, hw, tps, pps, system=None, dps=None, expert_parallel:
             shapes.append(shape)
     if not shapes and refused:
         raise refused[0]
+    if redundant_experts and not any(s.expert_parallel for s in shapes):
+        raise InputError("--ep-redundant-experts needs expert parallelism",
+                         "add --enable-expert-parallel, or a --dp above 1 (searched with EP)")
     return shapes, dropped
 
 
