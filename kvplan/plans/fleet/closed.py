@@ -33,8 +33,12 @@ from kvplan.errors import InputError
 STATS = ("p50", "p90", "p99")
 
 
-def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None) -> dict:
-    """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring)."""
+def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None,
+                steps=None) -> dict:
+    """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring).
+
+    ``steps``: a :class:`kvplan.sim.steps.StepModel` to replay with instead of the roofline's (one DP rank's).
+    """
     from kvplan.sim import SimConfig, build_step_model, simulate
 
     if not isinstance(concurrency, int) or concurrency < 1:
@@ -52,8 +56,9 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     cap = s.max_num_seqs
     context = np.maximum(isl, 1) + np.maximum(osl, 1)
     dp = dep.parallel.dp  # attention-DP ranks are the simulator's engines (kvplan.plans.fleet.model)
-    steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
-                             float(np.mean(isl + osl / 2)), dp=dp)
+    if steps is None:
+        steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
+                                 float(np.mean(isl + osl / 2)), dp=dp)
     kv = dep.layout.sequence_bytes(context, per_gpu=True)
     config = SimConfig(instances=instances * dp, max_batch=cap, chunk_tokens=s.chunk_tokens,
                        kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
