@@ -164,3 +164,19 @@ def test_pd_between_different_hardware_compares_cost_when_priced(invoke):
     assert dis_c["cost_per_hour"] < agg_c["cost_per_hour"]
     text = " ".join(invoke(*H100_H20, "--gpu-cost", prices).stdout.split())
     assert "disaggregation wins by" in text and "costs compared (--gpu-cost), not GPU counts" in text
+
+
+def test_deepseek_v3_qps_sweep_with_the_dp_ep_search_is_monotone():
+    """The cheapest shape's GPUs never fall as the rate rises (each shape's count is monotone, so is their minimum)."""
+    from kvplan.plans.fleet.search import search_shapes
+
+    card, hw, system = load_model("deepseek-v3"), load_hardware("h200"), load_system("hgx-h200-8")
+    gpus, shapes = [], []
+    for qps in (1, 5, 10, 20, 40):
+        workload = fleet_workload(qps=qps, isl="8k", osl="1k", sample_requests=20_000)
+        best = search_shapes(card, hw, workload, SLOS, system=system).best
+        assert best.feasible, (qps, best.reason)
+        gpus.append(best.total_gpus)
+        shapes.append(best.shape.label())
+    assert gpus == sorted(gpus), (gpus, shapes)
+    assert any("dp=" in s for s in shapes), shapes

@@ -18,6 +18,8 @@ Rows (what ``--format json`` prints):
   feasibility and the percentile latencies of the re-planned fleet.
 - with ``--gpu-cost``, every row adds ``gpu_cost_per_gpu_hour``, ``fleet_cost_per_hour`` and
   ``cost_per_million_output_tokens`` (:func:`kvplan.plans.fleet.cost.cost_fields`).
+- the plan and candidate rows end with their shape's :func:`parallel_fields` (``dp``, ``ep``,
+  ``expert_parallel``, ``redundant_experts``, ``batch_per_rank``).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from kvplan.plans.fleet.aggregated import FleetPlan
     from kvplan.plans.fleet.plan import FleetAnswer
 
-CANDIDATE_KEYS = ("tp", "pp", "dp", "ep", "expert_parallel", "redundant_experts", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
+CANDIDATE_KEYS = ("tp", "pp", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
                   "tpot_p99_s", "binding_constraint", "binding_detail", "feasible", "reason", "sized_by")
 SCALE_KEYS = ("rate_per_s", "sized_by", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance",
               "batch_mean", "concurrency", "kv_demand_mean_bytes",
@@ -60,10 +62,9 @@ def plan_row(plan: FleetPlan) -> dict:
     p, f = plan.point, plan.figures
     row = {
         "model": plan.model, "hardware": plan.hardware, "engine": plan.engine.engine, "tp": plan.shape.tp,
-        "pp": plan.shape.pp, "dp": plan.shape.dp, "ep": plan.shape.ep, "expert_parallel": plan.shape.expert_parallel,
-        "redundant_experts": plan.shape.redundant_experts, "rate_per_s": plan.rate_per_s, "instances": plan.instances,
+        "pp": plan.shape.pp, "rate_per_s": plan.rate_per_s, "instances": plan.instances,
         "gpus_per_instance": plan.gpus_per_instance, "total_gpus": plan.total_gpus,
-        "batch_per_instance": plan.batch_per_instance, "batch_per_rank": plan.batch_per_rank,
+        "batch_per_instance": plan.batch_per_instance,
         "batch_kv": f.batch_kv if f else None, "batch_kv_mean": f.batch_kv_mean if f else None,
         "batch_kv_p99": f.batch_kv_p99 if f else None,
         "batch_tpot": p.batch_tpot if p is not None and "tpot" in plan.slos else None,
@@ -124,4 +125,13 @@ def answer_rows(answer: FleetAnswer) -> list[dict]:
         for r, p in pairs:
             r.update(cost_fields(p.total_gpus if p.feasible else None, main.hardware, p.rate_per_s,
                                  answer.mean_osl, answer.gpu_cost))
+    for r, p in pairs[:1 + len(others)]:  # the plan and the runners-up: their shape (keys appended last)
+        r.update(parallel_fields(p))
     return [r for r, _ in pairs]
+
+
+def parallel_fields(plan: FleetPlan) -> dict:
+    """``dp``, ``ep``, ``expert_parallel``, ``redundant_experts`` and ``batch_per_rank`` (the max_num_seqs to set)."""
+    s = plan.shape
+    return {"dp": s.dp, "ep": s.ep, "expert_parallel": s.expert_parallel, "redundant_experts": s.redundant_experts,
+            "batch_per_rank": plan.batch_per_rank}
