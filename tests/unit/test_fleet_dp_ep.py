@@ -19,7 +19,8 @@ from kvplan.plans.fleet.aggregated import Shape
 from kvplan.plans.fleet.model import Slo
 from kvplan.plans.fleet.plan import fleet_workload, plan
 from kvplan.plans.fleet.search import candidate_shapes
-from kvplan.plans.pd.report import row_cost
+from kvplan.plans.pd.report import plan_cost
+from kvplan.plans.pd.result import PdPlan, PoolFigures
 
 from ..conftest import json_rows
 
@@ -121,17 +122,22 @@ def test_pd_aggregated_alternative_is_plans_dp_ep_answer(invoke):
         assert agg[key] == pytest.approx(pinned[key], rel=1e-9), key
 
 
-def test_row_cost_worked_by_hand():
+def test_plan_cost_worked_by_hand():
     """3 prefill × TP2 on H100 at 2.4 + 1 decode × TP8 on H20 at 1.0 = 6 × 2.4 + 8 × 1.0 = 22.4 per hour;
     aggregated 3 × TP4 on H100 = 12 × 2.4 = 28.8 per hour."""
     prices = {"h100-sxm": 2.4, "h20": 1.0}
-    pd = {"mode": "disaggregated", "prefill_hardware": "h100-sxm", "decode_hardware": "h20", "prefill_gpus": 6,
-          "decode_gpus": 8, "total_gpus": 14, "feasible": True}
-    agg = {"mode": "aggregated", "prefill_hardware": "h100-sxm", "decode_hardware": "h100-sxm", "total_gpus": 12,
-           "feasible": True}
-    assert row_cost(pd, prices) == pytest.approx(22.4)
-    assert row_cost(agg, prices) == pytest.approx(28.8)
-    assert row_cost(pd, {"h100-sxm": 2.4}) is None and row_cost({**pd, "feasible": False}, prices) is None
+    common = {"scenario": "base", "model": "llama-3.1-70b", "qps": 5.0, "arrival_scv": 1.0, "isl_mean": 4096.0,
+              "osl_mean": 512.0, "cached_prefix_fraction": 0.0, "ttft_slo": "p99<=2s", "tpot_slo": "p99<=80ms"}
+    pd = PdPlan(**common, mode="disaggregated", prefill_hardware="h100-sxm", decode_hardware="h20", feasible=True,
+                prefill=PoolFigures(instances=3, tp=2, gpus=6), decode=PoolFigures(instances=1, tp=8, gpus=8),
+                total_gpus=14)
+    agg = PdPlan(**common, mode="aggregated", prefill_hardware="h100-sxm", decode_hardware="h100-sxm", feasible=True,
+                 prefill=PoolFigures(instances=3, tp=4), decode=PoolFigures(instances=3, tp=4), total_gpus=12)
+    assert plan_cost(pd, prices) == pytest.approx(22.4)
+    assert plan_cost(agg, prices) == pytest.approx(28.8)
+    assert plan_cost(pd, {"h100-sxm": 2.4}) is None
+    assert plan_cost(PdPlan(**{**common, "mode": "disaggregated", "prefill_hardware": "h100-sxm",
+                               "decode_hardware": "h20"}), prices) is None  # infeasible: no cost
 
 
 H100_H20 = ["pd", "llama-3.1-70b", "h100-sxm", "--decode-hardware", "h20", "--qps", "5", "--isl", "4k", "--osl",
