@@ -100,6 +100,8 @@ def test_pins_plan_one_shape(invoke):
     ("deepseek-v3", ["--tp", "1", "--dp", "8", "--ep-redundant-experts", "5"], "does not divide deepseek-v3's 256"),
     ("deepseek-v3", ["--dp", "0"], "--dp values must be whole numbers >= 1"),
     ("llama-3.1-8b", ["--tp", "1", "--ep-redundant-experts", "2"], "dense model"),
+    ("deepseek-v3", ["--ep-redundant-experts", "-1"], "--ep-redundant-experts must be a whole number >= 0"),
+    ("deepseek-v3", ["--tp", "8", "--ep-redundant-experts", "8"], "--ep-redundant-experts needs expert parallelism"),
 ])
 def test_bad_parallel_combinations_exit_2_with_error_and_hint(invoke, model, args, message):
     res = invoke("plan", model, "h200", "--qps", "5", "--isl", "1k", "--osl", "100", *args, "--format", "json")
@@ -186,3 +188,12 @@ def test_deepseek_v3_qps_sweep_with_the_dp_ep_search_is_monotone():
         shapes.append(best.shape.label())
     assert gpus == sorted(gpus), (gpus, shapes)
     assert any("dp=" in s for s in shapes), shapes
+
+
+def test_closed_loop_runs_the_dp_ep_layout(invoke):
+    """--concurrency with -tp 1 -dp 8: one instance of 8 GPUs, EP 8, each DP rank a simulated engine."""
+    rows = json_rows(invoke("plan", "deepseek-v3", "h200", "--isl", "3200", "--osl", "800", "--concurrency", "4,32",
+                            "--tp", "1", "--dp", "8", "--sim-requests", "200", "--format", "json"))
+    assert [(r["concurrency"], r["tp"], r["dp"], r["ep"], r["gpus"]) for r in rows] == [(4, 1, 8, 8, 8), (32, 1, 8, 8, 8)]
+    assert rows[1]["output_tokens_per_s"] > rows[0]["output_tokens_per_s"]
+    assert rows[1]["littles_law_concurrency"] == pytest.approx(32, rel=0.15)

@@ -78,6 +78,9 @@ def candidate_shapes(card, hw, tps, pps, system=None, dps=None, expert_parallel:
     for d in dps or ():
         if not isinstance(d, int) or isinstance(d, bool) or d < 1:
             raise InputError(f"--dp values must be whole numbers >= 1 (got {d})", "e.g. --dp 1,8,16")
+    r = redundant_experts
+    if r is not None and (not isinstance(r, int) or isinstance(r, bool) or r < 0):
+        raise InputError(f"--ep-redundant-experts must be a whole number >= 0 (got {r})", "0 turns it off")
     node_hw = node_hardware(hw, system)
     domain = domain_of(node_hw)
     ok, dropped = valid_tps(card, list(tps), domain, "plan")
