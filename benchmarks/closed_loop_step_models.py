@@ -16,7 +16,7 @@ concurrency and request count, one instance, with the row's parallel layout (SGL
   into the simulator's step form by :func:`operator_step_model`.
 
 Printed: per group (dense; MoE on H200; MoE on MI300X, which has no kernel tables so both models
-price it from the card's η) median |error|, bias (median signed error) and p90 |error| of output
+price it from the card's η; each MoE group also per engine) median |error|, bias (median signed error) and p90 |error| of output
 tokens/s, median TTFT and median ITL/TPOT, for both step models.
 """
 
@@ -120,7 +120,8 @@ def main() -> None:
                     ("ITL p50", r["itl_median_ms"] or r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3)):
                 if measured and predicted:
                     err = (predicted - float(measured)) / float(measured)
-                    for g in (group(r), "MoE all" if r["architecture"] != "dense" else None, "all"):
+                    by_engine = f"{group(r)} {r['engine'].split(' ')[0]}" if r["architecture"] != "dense" else None
+                    for g in (group(r), by_engine, "MoE all" if r["architecture"] != "dense" else None, "all"):
                         if g:
                             errors.setdefault((name, metric, g), []).append(err)
                     cells.append(f"{name} {metric} {float(measured):,.4g}/{predicted:,.4g} ({err:+.0%})")
