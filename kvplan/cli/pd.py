@@ -8,7 +8,7 @@ import typer
 
 from kvplan.cli.options import (AllowLongContextOpt, CardsOpt, ChunkSizeOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt,
                                 ExpertParallelOpt, ExplainOpt, FormatOpt, GpuCostOpt, GpuUtilOpt, IslOpt, KVDtypeOneOpt,
-                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, StepOverheadOpt, SystemOpt, TpotDefaultOpt,
+                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, RedundantExpertsOpt, StepOverheadOpt, SystemOpt, TpotDefaultOpt,
                                 TraceFormatOpt, TraceOpt, TtftDefaultOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
                                 emit, output_format)
 from kvplan.plans.fleet.cost import parse_gpu_cost
@@ -63,9 +63,7 @@ def pd_command(
     decode_dp: Annotated[Optional[str], typer.Option(
         "--decode-dp", help="Decode attention data-parallel sizes per instance (DeepSeek decode: 144).")] = None,
     enable_expert_parallel: ExpertParallelOpt = False,
-    ep_redundant_experts: Annotated[Optional[int], typer.Option(
-        "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32; "
-                                       "default with EP: the fewest that let EP divide the experts).")] = None,
+    ep_redundant_experts: RedundantExpertsOpt = None,
     placements: Annotated[bool, typer.Option(
         "--placements", help="Plan the chosen shapes in one scale-up domain, in separate partitions and across "
                              "domains (rows 'placement: …'), and say which the planner picks.")] = False,
