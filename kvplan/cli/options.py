@@ -49,6 +49,9 @@ ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
     "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
 EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
                                     help="Expert-parallel ranks (data-parallel attention, tp 1).")]
+RedundantExpertsOpt = Annotated[Optional[int], typer.Option(
+    "--ep-redundant-experts", "--num-redundant-experts",
+    help="Redundant expert replicas (EPLB; default with EP: the fewest that let EP divide the experts).")]
 # workloads: synthetic (--qps/--isl/--osl, sessions) or a trace file (workload, plan, pd, tier, route)
 TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
 ColumnsOpt = Annotated[Optional[str], typer.Option(

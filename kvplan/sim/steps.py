@@ -72,14 +72,20 @@ class StepModel:
 
 
 def build_step_model(cost: ModelCost, machine: Machine, tp: int, max_tokens: int, decode_context: float,
-                     overlap_comm: bool = False) -> StepModel:
-    """Tabulate ``forward_pass`` for n = 0 … ``max_tokens`` and probe its linear terms (module docstring)."""
+                     overlap_comm: bool = False, dp: int = 1) -> StepModel:
+    """Tabulate ``forward_pass`` for n = 0 … ``max_tokens`` and probe its linear terms (module docstring).
+
+    ``dp`` > 1: the steps of one attention data-parallel rank in lock step with ``dp − 1`` equally
+    loaded others (:func:`kvplan.plans.fleet.model.instance_figures`): the pass carries ``dp`` × the
+    rank's tokens, LM-head rows and attention FLOPs with the experts over ``ep = dp``; KV bytes are the rank's.
+    """
     n = np.arange(max_tokens + 1, dtype=np.float64)
     zero = np.zeros_like(n)
-    base = forward_pass(cost, machine, tokens=n, kv_bytes=zero, attention_flops=zero, lm_head_rows=zero, tp=tp)
-    row = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=0.0, lm_head_rows=1.0, tp=tp)
-    kv = forward_pass(cost, machine, tokens=0.0, kv_bytes=1e9, attention_flops=0.0, lm_head_rows=0.0, tp=tp)
-    fl = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=1e15, lm_head_rows=0.0, tp=tp)
+    kw = {"tp": tp, "ep": dp}
+    base = forward_pass(cost, machine, tokens=dp * n, kv_bytes=zero, attention_flops=zero, lm_head_rows=zero, **kw)
+    row = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=0.0, lm_head_rows=float(dp), **kw)
+    kv = forward_pass(cost, machine, tokens=0.0, kv_bytes=1e9, attention_flops=0.0, lm_head_rows=0.0, **kw)
+    fl = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=1e15 * dp, lm_head_rows=0.0, **kw)
     ctx = max(float(decode_context), 1.0)
     return StepModel(
         dense_memory_s=base.op_memory_s[0], dense_compute_s=base.op_compute_s[0],

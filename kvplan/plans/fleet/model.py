@@ -57,6 +57,10 @@ Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / 
     equilibrium residual of S (:func:`kvplan.calc.tails.equilibrium_tail`; exact for M/M/1, the
     subexponential shape of the M/G/1 asymptotic, a heuristic for N > 1).
 
+Attention data parallelism (dp > 1): each DP rank is an engine core (own KV pool, max_num_seqs, token
+budget) in lock step with the others equally loaded: the figures are one rank's, t(b) the instance's step at
+dp·b sequences, experts over ep = dp (as pd times its pools); N instances are N·dp servers of the queues.
+
 Approximations, each measured by ``kvplan plan --simulate`` (:mod:`kvplan.sim`): renewal arrivals
 (ca² from the gaps; a trace's minute-scale bursts are not captured), packing by the mean number
 of arrivals per step, a central queue for the JSQ router, lognormal TPOT per output length, independent waits,
@@ -164,8 +168,9 @@ class InstanceFigures:
 
 
 def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_bytes_per_gpu: float,
-                     max_num_seqs: int, chunk_tokens: int) -> InstanceFigures:
-    """Step times on a batch grid and the KV-capacity batch limits (formulas in the module docstring)."""
+                     max_num_seqs: int, chunk_tokens: int, dp: int = 1) -> InstanceFigures:
+    """Step times on a batch grid and the KV-capacity batch limits (formulas in the module docstring);
+    with ``dp`` > 1 one attention-DP rank's (module docstring, "Attention data parallelism")."""
     isl, osl = lengths.isl.astype(np.float64), lengths.osl.astype(np.float64)
     seq_bytes = np.asarray(layout.sequence_bytes(isl + osl, per_gpu=True), dtype=np.float64)
     mean_k, sd_k = float(seq_bytes.mean()), float(seq_bytes.std())
@@ -182,13 +187,14 @@ def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_
     small = np.arange(0, min(top, 32) + 1, dtype=np.float64)
     b_grid = np.unique(np.concatenate([small, np.round(np.geomspace(1, top, 64)), [top, top + 1]]))
     ctx = lengths.decode_context
-    step = decode_step(cost, machine, b_grid, ctx, tp=tp).time_s
-    more = decode_step(cost, machine, b_grid + 1, ctx, tp=tp).time_s - step
+    step = decode_step(cost, machine, dp * b_grid, ctx, tp=tp, ep=dp).time_s
+    more = decode_step(cost, machine, dp * (b_grid + 1), ctx, tp=tp, ep=dp).time_s - step
     dctx = max(64.0, ctx * 0.05)
-    per_token = (decode_step(cost, machine, b_grid, ctx + dctx, tp=tp).time_s - step) / (dctx * np.maximum(b_grid, 1))
+    per_token = ((decode_step(cost, machine, dp * b_grid, ctx + dctx, tp=tp, ep=dp).time_s - step)
+                 / (dctx * np.maximum(b_grid, 1)))
     grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
-    _, prefill = mixed_chunk_step(cost, machine, b_grid[:, None], ctx, grid[None, :], chunk, tp=tp)
+    _, prefill = mixed_chunk_step(cost, machine, b_grid[:, None], ctx, grid[None, :], chunk, tp=tp, dp=dp)
     extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
     moments = _sample_moments(lengths.grid_folds, prefill, extra)
     points = prefill[:, lengths.points_index]
@@ -228,17 +234,16 @@ class Point:
     running: float = math.nan
     failures: list[str] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return not self.failures
+    ok = property(lambda self: not self.failures)
 
 
 class FleetModel:
     """Evaluate the fleet at N instances for one workload, instance and set of SLOs."""
 
     def __init__(self, figures: InstanceFigures, lengths: LengthStats, rate_per_s: float, arrival_scv: float,
-                 slos: dict[str, Slo], max_utilization: float = 0.9) -> None:
-        self.f, self.lengths, self.rate, self.ca2 = figures, lengths, rate_per_s, arrival_scv
+                 slos: dict[str, Slo], max_utilization: float = 0.9, dp: int = 1) -> None:
+        # dp > 1: an instance is dp attention-DP ranks (the figures are one rank's), N instances N·dp servers
+        self.f, self.lengths, self.rate, self.ca2, self.dp = figures, lengths, rate_per_s, arrival_scv, dp
         self.slos, self.max_utilization = slos, max_utilization
         self.stats = tuple(dict.fromkeys([*STATS, *(slo.stat for slo in slos.values())]))
         # S is increasing in ISL: the sorted sample, thinned to equally likely points, gives the residual's tail
@@ -256,8 +261,7 @@ class FleetModel:
         """
         stats = self.stats if stats is None else stats
         slo = self.slos.get("tpot") if judge else None
-        n_points = self.lengths.n_points
-        t, more, per_token, _, _ = self.f.at(batch_seen)
+        n_points, (t, more, per_token, _, _) = self.lengths.n_points, self.f.at(batch_seen)
         _, _, _, _, moments = self.f.at(interference_batch)
         extra_mean, extra_second = moments[3], moments[4]
         rho = lam_i * extra_mean
@@ -306,8 +310,8 @@ class FleetModel:
     # ----------------------------------------------------------------- the fleet at N
     def evaluate(self, instances: int, full: bool = True) -> Point:
         """The fleet at N instances; ``full=False`` computes only the SLOs' statistics (for the search)."""
-        lam = self.rate
-        lam_i = lam / instances
+        lam, servers = self.rate, instances * self.dp
+        lam_i = lam / servers
         point = Point(instances=instances, rate_per_s=lam)
         point.batch_tpot = self.batch_for_tpot(lam_i)
         point.batch_max = min(self.f.batch_cap, point.batch_tpot)
@@ -364,14 +368,14 @@ class FleetModel:
         point.residence_s = s_mean + own_extra + n_mean * m
         residence_second = (s_second + 2 * own_extra * s_mean + own_extra**2 + 2 * m * (s_n + own_extra * n_mean)
                             + m * m * n_second)
-        slots = instances * point.batch_max
+        slots = servers * point.batch_max
         point.slot_utilization = lam * point.residence_s / slots
         if point.slot_utilization >= 1:
             point.failures.append("slots")
             return point
         point.slot_wait = tails.wait_tail(slots, lam, point.residence_s, self.ca2,
                                           _scv(point.residence_s, residence_second))
-        point.prefill_wait = tails.wait_tail(instances, lam, q_mean, self.ca2, _scv(q_mean, q_second))
+        point.prefill_wait = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
         # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
         point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
         point.residual_s = point.busy_share * t / 2
@@ -397,7 +401,7 @@ class FleetModel:
         extra = (1 - w) * self.f.extra_grid_s[i] + w * self.f.extra_grid_s[i + 1]
         queued = extra + (prefill - extra) / point.packing
         residual = tails.equilibrium_tail(np.interp(self._tail_isl, grid, queued))
-        rho, n, c = point.prefill_utilization, point.instances, point.prefill_wait[0]
+        rho, n, c = point.prefill_utilization, point.instances * self.dp, point.prefill_wait[0]
         return lambda x: c * residual((1 - rho) * x) ** n
 
     def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None, stats=None, judge: bool = False) -> dict:
@@ -449,8 +453,7 @@ class FleetModel:
         if self.evaluate(1, full=False).ok:
             return self.evaluate(1), None
         while True:
-            lo = hi
-            hi *= 2
+            lo, hi = hi, hi * 2
             if hi > max_instances:
                 raise OverflowError(max_instances)
             if self.evaluate(hi, full=False).ok:
@@ -472,8 +475,7 @@ def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.n
 
     def first(lo, hi):
         return lo @ folds["a"] + hi @ folds["b"]
-
-    def cross(lo1, hi1, lo2, hi2):
+    def cross(lo1, hi1, lo2, hi2):  # noqa: E306
         return (lo1 * lo2) @ folds["aa"] + (lo1 * hi2 + hi1 * lo2) @ folds["ab"] + (hi1 * hi2) @ folds["bb"]
 
     s_n = lo_s @ folds["an"] + hi_s @ folds["bn"]
@@ -488,7 +490,7 @@ def _meets(slo: Slo, mean: float, cdf) -> bool:
     return float(np.atleast_1d(cdf(np.array([slo.limit_s * (1 + 1e-12)])))[0]) >= _quantile(slo.stat) - 1e-12
 
 
-def _quantile(stat: str) -> float:
+def _quantile(stat: str) -> float:  # 'p99' → 0.99
     return STAT_QUANTILES.get(stat) or float(stat[1:]) / 100
 
 

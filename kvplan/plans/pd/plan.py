@@ -45,7 +45,8 @@ from kvplan.plans.pd.link import PLACEMENTS, LinkOverride, PathLink, path_kind, 
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
                                    as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
-from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan, verdict
+from kvplan.plans.pd.report import (aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan,
+                                    price_plans, pricing, verdict)
 from kvplan.plans.pd.result import PdAnswer, PdPlan
 from kvplan.plans.pd.search import DEFAULT_MAX_UTILIZATION, PairModel, Point
 from kvplan.units import format_bytes
@@ -93,6 +94,7 @@ class Setup:
     overlap_comm: bool = False
     prefix_read_bytes_per_s: float | None = None
     max_utilization: float = DEFAULT_MAX_UTILIZATION
+    gpu_cost: dict | None = None  # {hardware: price per GPU-hour}: candidates and the verdict compare cost
 
 
 @dataclass
@@ -151,6 +153,7 @@ def plan_pd(
     redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
     max_utilization: float = DEFAULT_MAX_UTILIZATION,
+    gpu_cost: dict[str, float] | None = None,
 ) -> PdAnswer:
     """The xPyD recommendation, the aggregated alternative and the sensitivity plans (see the module docstring).
 
@@ -177,6 +180,7 @@ def plan_pd(
                        + (" (kvplan default, as kvplan plan's ceiling: ≈ 1/(1 + 0.11), the 11% median |error| of "
                           "kvplan's prefill/TTFT on the scoring set, keeps the pool below saturation; "
                           "--max-utilization)" if max_utilization == DEFAULT_MAX_UTILIZATION else " (--max-utilization)"))
+    setup.gpu_cost = dict(gpu_cost) if gpu_cost else None
     if hit_note:
         setup.notes.append(hit_note)
     if prefix_read_bandwidth_bytes_per_s is not None:
@@ -201,7 +205,7 @@ def plan_pd(
     else:
         extra = []
     agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
-                                 allow_long_context) if aggregated else None
+                                 allow_long_context, setup.gpu_cost) if aggregated else None
     if agg is not None:
         plans.append(agg.plan)
     if sensitivity:
@@ -222,11 +226,14 @@ def plan_pd(
         lines, figures = answer(setup, workload, base, plans, _models)
         explain += ["checklist (seed §10):", *lines]
         plans[0] = replace(plans[0], checklist=figures)
-    text, failed = verdict(setup, plans[0], agg.plan if agg else None, base, fixed=fixed is not None)
+    plans, cost_notes = price_plans(plans, setup)
+    notes += cost_notes
+    agg_plan = next((p for p in plans if p.mode == "aggregated"), None) if agg else None
+    text, failed = verdict(setup, plans[0], agg_plan, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
     return PdAnswer(title=title, plans=tuple(plans), columns=tuple(pd_columns(setup)), notes=tuple(notes),
-                    explain=tuple(explain), verdict=text, failed=failed, aggregated=agg.plan if agg else None)
+                    explain=tuple(explain), verdict=text, failed=failed, aggregated=agg_plan)
 
 
 def _fleet_workload(trace: Trace | None, qps, isl, osl, arrival_cv) -> FleetWorkload:
@@ -458,8 +465,9 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
         return Outcome(c, None if c.point.ok else c.point.failures[0], notes=list(c.link.notes))
     ok = [c for c in candidates if c.point.ok]
     if ok:
-        fewest = min(c.total_gpus for c in ok)
-        tied = [c for c in ok if c.total_gpus == fewest]
+        price = pricing(setup)
+        fewest = min(price(c) for c in ok)
+        tied = [c for c in ok if price(c) <= fewest * (1 + 1e-12)]
         for c in tied:
             c.capacity_per_s = c.pair.capacity_per_s(c.point.x, c.point.y)
         best = max(tied, key=lambda c: (c.capacity_per_s, -c.gpus_p - c.gpus_d))
