@@ -48,7 +48,7 @@ from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
 from kvplan.plans.pd.report import (aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan,
                                     price_plans, pricing, verdict)
 from kvplan.plans.pd.result import PdAnswer, PdPlan
-from kvplan.plans.pd.search import DEFAULT_MAX_UTILIZATION, PairModel, Point
+from kvplan.plans.pd.search import DEFAULT_MAX_UTILIZATION, PairModel, Point, utilization_note
 from kvplan.units import format_bytes
 from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace, read_trace
@@ -152,8 +152,7 @@ def plan_pd(
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
     redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
-    max_utilization: float = DEFAULT_MAX_UTILIZATION,
-    gpu_cost: dict[str, float] | None = None,
+    max_utilization: float = DEFAULT_MAX_UTILIZATION, gpu_cost: dict[str, float] | None = None,
 ) -> PdAnswer:
     """The xPyD recommendation, the aggregated alternative and the sensitivity plans (see the module docstring).
 
@@ -172,15 +171,8 @@ def plan_pd(
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
     setup.overlap_comm = bool(overlap_comm)
-    if not 0 < max_utilization <= 1:
-        raise InputError(f"--max-utilization must be in (0, 1] (got {max_utilization})",
-                         f"the prefill pool's utilisation ceiling; kvplan's default is {DEFAULT_MAX_UTILIZATION:g}")
-    setup.max_utilization = float(max_utilization)
-    setup.notes.append(f"prefill pool sized to utilisation ≤ {max_utilization:g}"
-                       + (" (kvplan default, as kvplan plan's ceiling: ≈ 1/(1 + 0.11), the 11% median |error| of "
-                          "kvplan's prefill/TTFT on the scoring set, keeps the pool below saturation; "
-                          "--max-utilization)" if max_utilization == DEFAULT_MAX_UTILIZATION else " (--max-utilization)"))
-    setup.gpu_cost = dict(gpu_cost) if gpu_cost else None
+    setup.notes.append(utilization_note(max_utilization))
+    setup.max_utilization, setup.gpu_cost = float(max_utilization), (dict(gpu_cost) if gpu_cost else None)
     if hit_note:
         setup.notes.append(hit_note)
     if prefix_read_bandwidth_bytes_per_s is not None:

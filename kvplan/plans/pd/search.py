@@ -42,11 +42,23 @@ import numpy as np
 
 from kvplan.calc.disagg import occupancy_quantile, sojourn_quantile_s
 from kvplan.calc.tails import wait_tail
+from kvplan.errors import InputError
 from kvplan.plans.fleet.model import Slo
 from kvplan.plans.pd.model import DecodeModel, PDWorkload, PrefillModel, TransferModel
 
 MAX_INSTANCES = 100_000
 DEFAULT_MAX_UTILIZATION = 0.9   # prefill pool ρ ceiling (module docstring: basis)
+
+
+def utilization_note(max_utilization: float) -> str:
+    """Check ``--max-utilization`` and say which prefill-pool ceiling the plan used (module docstring: basis)."""
+    if not 0 < max_utilization <= 1:
+        raise InputError(f"--max-utilization must be in (0, 1] (got {max_utilization})",
+                         f"the prefill pool's utilisation ceiling; kvplan's default is {DEFAULT_MAX_UTILIZATION:g}")
+    return (f"prefill pool sized to utilisation ≤ {max_utilization:g}"
+            + (" (kvplan default, as kvplan plan's ceiling: ≈ 1/(1 + 0.11), the 11% median |error| of "
+               "kvplan's prefill/TTFT on the scoring set, keeps the pool below saturation; "
+               "--max-utilization)" if max_utilization == DEFAULT_MAX_UTILIZATION else " (--max-utilization)"))
 
 
 def quantile_of(stat: str) -> float:
