@@ -147,10 +147,9 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
 def _parallel(model, tp: int, pp: int, dp: int, expert_parallel, redundant_experts, cards):
     """vLLM's layout: ``-tp -pp -dp`` with ``--enable-expert-parallel`` (on for a MoE model at dp > 1)."""
     from kvplan.cards.loader import load_model
-    from kvplan.plans.deployment import Parallelism
+    from kvplan.plans.deployment import Parallelism, fewest_redundant_experts
 
     card = model if hasattr(model, "layer_groups") else load_model(model, cards)
     ep = bool(expert_parallel) or (dp > 1 and card.moe is not None)
-    r = redundant_experts if redundant_experts is not None else (
-        (-card.moe.num_experts) % (tp * dp) if ep and card.moe is not None else 0)
+    r = redundant_experts if redundant_experts is not None else (fewest_redundant_experts(card, tp * dp) if ep else 0)
     return Parallelism(tp, pp, dp, ep, r)

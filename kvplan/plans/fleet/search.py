@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvplan.plans.deployment import EngineSettings, node_hardware, resolve
+from kvplan.plans.deployment import EngineSettings, fewest_redundant_experts, node_hardware, resolve
 from kvplan.plans.fleet.aggregated import FleetPlan, Shape, plan_fleet
 
 DEFAULT_TPS = (1, 2, 4, 8)
@@ -126,7 +126,7 @@ def _redundant(card, ep: int, expert_parallel: bool, given: int | None) -> int:
     """Redundant experts of an EP shape: the given count, else the fewest making ep divide the experts."""
     if not expert_parallel or card.moe is None:
         return 0
-    return given if given is not None else (-card.moe.num_experts) % ep
+    return given if given is not None else fewest_redundant_experts(card, ep)
 
 
 def cost_of(plan: FleetPlan, gpu_cost: dict | None) -> float:
