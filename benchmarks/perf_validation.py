@@ -105,9 +105,9 @@ def breakdown_lines() -> list[str]:
 
     out = ["", "**Per-operator breakdown of the worked examples** (`kvplan latency ... --engine trtllm --explain`; "
            "decode step at context = ISL, milliseconds per step on one GPU; the batch is the whole instance's):", "",
-           "| example | set | batch | " + " | ".join(label for _k, label in OPS) + " | host | step | TTFT s | "
+           "| example | set | batch | " + " | ".join(label for _k, label in OPS) + " | host | λ_dp | step | TTFT s | "
            "prefill share of e2e | kvplan tok/s/GPU | measured | error |",
-           "|---|---|---:|" + "---:|" * (len(OPS) + 8)]
+           "|---|---|---:|" + "---:|" * (len(OPS) + 9)]
     for title, set_name, model, hw, kw, measured in BREAKDOWN:
         kw = dict(kw)
         batch = kw.pop("batch")
@@ -115,7 +115,7 @@ def breakdown_lines() -> list[str]:
         ops = " | ".join(f"{row[f'decode_{k}_s'] * 1e3:.1f}" for k, _label in OPS)
         value = row["tokens_per_s_per_gpu"]
         out.append(f"| {title} | {set_name} | {row['batch']:,} | {ops} | {row['step_overhead_s'] * 1e3:.2f} | "
-                   f"{row['decode_step_s'] * 1e3:.1f} | {row['ttft_s']:.1f} | {row['ttft_s'] / row['e2e_s']:.0%} | "
+                   f"{row['dp_imbalance']:.3f} | {row['decode_step_s'] * 1e3:.1f} | {row['ttft_s']:.1f} | {row['ttft_s'] / row['e2e_s']:.0%} | "
                    f"{value:,.0f} | {measured:,.0f} | {_pct(value / measured - 1)} |")
     out += ["", "Routed-expert GEMMs are the largest term in every MoE example (41–50 % of the step): the MoE table's "
             "power-law rows put them at 13–85 % of speed of light depending on tokens per expert (a curve over tokens "
@@ -123,7 +123,8 @@ def breakdown_lines() -> list[str]:
             "prefills every prompt before the first decode step, so TTFT holds 25–41 % of the end-to-end time at these "
             "lengths; TensorRT-LLM's in-flight batching spreads the same prefill work over the decode steps. The host "
             "term is the per-step launch floor only (no per-sequence host cost is sourced for TensorRT-LLM), and "
-            "at DEP8 the dispatch/combine (`comm`) is a quarter of the step.", ""]
+            "at DEP8 the dispatch/combine (`comm`) is a quarter of the step. The step is λ_dp × Σ operators + comm + "
+            "host (λ_dp: the attention-DP lock step, below).", ""]
     return out
 
 
@@ -206,18 +207,22 @@ def render(results) -> tuple[str, dict]:
               "(kvplan/data/perf/README.md), below what the end-to-end tables imply. A BF16 KV cache halves the batch "
               "an FP8 cache holds (Llama-3.3-70B FP8 on 2×H100: −36 % with BF16 KV, −7 % with FP8 KV); the fitting "
               "rows read the ModelOpt checkpoints' FP8 KV cache where the page is silent (see above).",
-              "- *MoE with attention DP + EP8* is optimistic: DeepSeek-R1 DEP8 on H200 +27–70 % (fitting), on B200 "
-              "+21 % / +46 % (scoring, TensorRT-LLM best-practice blog), while DEP4 on B200 is within −7 … +16 %. The "
-              "MoE table's power-law rows already charge the hottest EP rank (aiconfigurator's collector swaps "
-              "the most-loaded expert group onto the measured rank), so λ stays 1; what the static-batch model "
-              "leaves out at EP8 — attention-DP ranks waiting on the slowest rank's context chunk in in-flight "
-              "batching, dispatch/combine at TensorRT-LLM's real message sizes — is not confirmed here. One part is "
-              "sized by a public measurement: TensorRT-LLM's ADP-balance blog (tech blog 10, DeepSeek-V3 with "
-              "attention DP 8 + EP 8 on 8×GB200) runs at 34,140 of a 37,912 tok/s balanced bound with "
-              "`attention_dp_config enable_balance` (25,664 of 39,552 without), a 10 % in-flight-batching loss "
-              "the balanced static batch does not charge — about a third of the H200 DEP8 gap; it is not applied "
-              "by default because DP2/DP4 rows, already centred, would move with it and no figure for them is "
-              "published.",
+              "- *MoE with attention DP + EP8* was the most optimistic group (DeepSeek-R1 DEP8 on H200 +27–70 % "
+              "fitting, on B200 +21 % / +46 % scoring) while DEP2/DEP4 sat near 0. The MoE table's power-law rows "
+              "already charge the hottest EP rank (aiconfigurator's collector swaps the most-loaded expert group onto "
+              "the measured rank), so the expert λ stays 1. What the balanced static batch left out is the "
+              "attention-DP lock step: in-flight batching hands some ranks a context chunk while the others only "
+              "decode, and the iteration takes the busiest rank's time. TensorRT-LLM's ADP-balance blog (tech blog "
+              "10, DeepSeek-V3 with attention DP 8 + EP 8 on 8×GB200, `attention_dp_config enable_balance` as "
+              "perf-overview's DeepSeek llm_options set it) runs at 34,140 of a balanced 37,912 tok/s: "
+              "λ_dp(8) = 1.110, now charged on the step's kernels by default (`kvplan/plans/sizing/perfmodel.py "
+              "attention_dp_imbalance`; `--dp-imbalance` overrides, 1 = balanced). Other DP sizes are unpublished: "
+              "the figure is read as one busy rank, λ_dp(N) = (1 + w) / (1 + w / N) (λ_dp(2) = 1.060, λ_dp(4) = "
+              "1.093), which moved DEP8 on H200 from +41 % to +29 % in the median and the fitting MoE group from "
+              "12 % / +2 % / p90 41 % to 11 % / −3 % / 36 %. The rest of the DEP8 gap is not explained here: "
+              "kvplan's static batch prefills every prompt in parallel where in-flight batching on Hopper runs each "
+              "MLA context whole (no chunked MLA context there, per the best-practice blog), and the in-node "
+              "dispatch/combine is priced by formula, not by a TensorRT-LLM measurement at these message sizes.",
               ""]
     lines += breakdown_lines()
     lines += ["", "Every row:", "", "| set | group | source | ISL / OSL | measured | kvplan | error |",

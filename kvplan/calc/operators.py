@@ -20,11 +20,14 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
          + L_moe (dispatch + combine)(n / (tp dp) tokens per rank) over ep   EP (kvplan.calc.alltoall:
            FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)
          + 2 L_moe all-gather/reduce-scatter(n h 2 B) over tp dp         MoE without EP, dp > 1
-    time = Σ_op t_op + comm + overhead(B),  overhead(B) = base + per_seq × B / dp
+    time = λ_dp Σ_op t_op + comm + overhead(B),  overhead(B) = base + per_seq × B / dp
            (comm overlapped — max(Σ t_op, comm) — with two-batch overlap or ``overlap_comm``)
 
 ``λ`` (expert load imbalance) is the hottest rank's routed tokens over the mean: the step
-waits for the slowest rank. Redundant experts (EPLB) put ``(E + R) / ep`` experts on each
+waits for the slowest rank. ``λ_dp`` (attention-DP imbalance, dp > 1) is the same for the
+attention-DP ranks' whole step: in-flight batching hands some ranks a context chunk while others
+only decode, and the iteration time is the busiest rank's (TensorRT-LLM tech blog 10,
+:func:`kvplan.plans.sizing.perfmodel.attention_dp_imbalance`). Redundant experts (EPLB) put ``(E + R) / ep`` experts on each
 rank, so EP sizes that do not divide E work when ``ep`` divides ``E + R``.
 
 The EP all-to-all is :func:`kvplan.calc.alltoall.ep_alltoall_s` (one function for this model
@@ -62,6 +65,7 @@ class Parallel:
     expert_parallel: bool = False
     redundant_experts: int = 0
     imbalance: float = 1.0          # hottest EP rank's routed tokens / the mean
+    dp_imbalance: float = 1.0       # hottest attention-DP rank's step work / the mean (the lock step waits for it)
     overlap_comm: bool = False      # two-batch overlap or --overlap-comm: comm hidden behind compute
     # the EP all-to-all's kernels: "deepep" (vLLM / SGLang wide EP: kvplan.calc.alltoall) or "generic" (an
     # engine with its own kernels, TensorRT-LLM: k bf16 copies per token split over the links)
@@ -302,6 +306,8 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     op_memory = np.stack([np.broadcast_to(x, shape) for x in mem_list])
     op_compute = np.stack([np.broadcast_to(x, shape) for x in comp_list])
     kernels = np.maximum(op_memory, op_compute).sum(axis=0)
+    if par.dp_imbalance != 1.0:
+        kernels = kernels * np.where(dp > 1, par.dp_imbalance, 1.0)
 
     up_bw, up_lat = machine.link(tp)
     message = n_a * cost.hidden_size * ACTIVATION_BYTES

@@ -57,6 +57,8 @@ def latency_command(
         "--ep-redundant-experts", help="Redundant expert replicas per MoE layer (EPLB); memory counted.")] = 0,
     expert_imbalance: Annotated[Optional[float], typer.Option(
         "--expert-imbalance", help="Hottest EP rank's routed tokens over the mean (default 1).")] = None,
+    dp_imbalance: Annotated[Optional[float], typer.Option(
+        "--dp-imbalance", help="Busiest attention-DP rank's step work over the mean (default: sourced, by --dp).")] = None,
     two_batch_overlap: Annotated[Optional[bool], typer.Option(
         "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
     perf_model: Annotated[str, typer.Option(
@@ -83,7 +85,7 @@ def latency_command(
         speculation=speculation, context=parse_counts(context, "--context") if context else None,
         compute_dtype=compute_dtype, chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None,
         overlap_comm=overlap_comm, allow_long_context=allow_long_context, expert_imbalance=expert_imbalance,
-        two_batch_overlap=two_batch_overlap, max_num_seqs=max_num_seqs,
+        two_batch_overlap=two_batch_overlap, max_num_seqs=max_num_seqs, dp_imbalance=dp_imbalance,
     )
     emit(result, fmt, output, explain)
 

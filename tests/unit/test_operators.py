@@ -244,3 +244,55 @@ def test_one_point_and_a_sweep_are_the_same_code_path():
     many = decode_step(cost, machine(), batches, 4000, tp=2, pass_fn=fn).time_s
     one = [float(decode_step(cost, machine(), int(b), 4000, tp=2, pass_fn=fn).time_s) for b in batches]
     assert_allclose(many, one, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- attention-DP imbalance
+
+
+def test_attention_dp_imbalance_goes_through_the_blogs_dp8_figure():
+    """TensorRT-LLM tech blog 10: 34,140 tok/s of a balanced 37,912 at DP8, so λ_dp(8) = 37,912 / 34,140 = 1.11049;
+    one busy rank at (1 + w) × the others: w = 0.11049 / (1 − 1.11049 / 8) = 0.12830, λ_dp(2) = 1.12830 / 1.06415, λ_dp(4) = 1.12830 / 1.03207."""
+    from kvplan.plans.sizing.perfmodel import attention_dp_imbalance
+
+    assert_allclose(attention_dp_imbalance(8), 37_912 / 34_140, rtol=1e-12)
+    assert_allclose(attention_dp_imbalance([1, 2, 4]), [1.0, 1.060281, 1.093231], rtol=2e-6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 512))
+def test_attention_dp_imbalance_grows_with_the_ranks_and_stays_under_one_busy_rank(n):
+    from kvplan.plans.sizing.perfmodel import attention_dp_imbalance
+
+    lam, nxt = float(attention_dp_imbalance(n)), float(attention_dp_imbalance(n + 1))
+    assert 1.0 <= lam <= nxt < 1.12830
+
+
+@pytest.mark.parametrize("dp", [1, 8])
+def test_dp_imbalance_scales_the_kernels_of_a_data_parallel_step_only(dp):
+    """time = λ_dp Σ t_op + comm + overhead for dp > 1; one rank (dp 1) is never scaled."""
+    card = load_model("deepseek-v3")
+    cost = model_cost(card, VLLM, "fp8", "bf16")
+    m = machine(compute_dtype="fp8", peak_flops_per_s=FP8)
+    effs = flat_efficiencies(0.8, 0.75, "test", 100e-6)
+    kw = dict(shapes=model_shapes(card, cost), effs=effs, tokens=64.0 * dp, kv_bytes=64 * 1000 * DSV3_MLA_TOKEN,
+              attention_flops=1e12, lm_head_rows=64.0 * dp, batch=64.0 * dp, context=1000.0)
+    base = operator_pass(cost, m, par=Parallel(dp=dp, expert_parallel=True), **kw)
+    hot = operator_pass(cost, m, par=Parallel(dp=dp, expert_parallel=True, dp_imbalance=1.25), **kw)
+    scale = 1.25 if dp > 1 else 1.0
+    assert_allclose(hot.time_s - hot.comm_s - hot.overhead_s, scale * (base.time_s - base.comm_s - base.overhead_s))
+    assert_allclose(hot.comm_s, base.comm_s)
+
+
+def test_latency_charges_the_sourced_dp_imbalance_and_takes_an_override():
+    args = dict(isl=1024, osl=64, batch=512, dp=8, expert_parallel=True, weights_dtype="fp8", engine="trtllm")
+    default = latency_from_names("deepseek-v3", "h200", **args)
+    balanced = latency_from_names("deepseek-v3", "h200", dp_imbalance=1.0, **args).rows[0]
+    row = default.rows[0]
+    assert any("λ_dp = 1.110 at dp 8" in n and "tech blog 10" in n for n in default.assumptions)
+
+    def kernels(r):
+        return r["decode_step_s"] - r["decode_comm_s"] - r["step_overhead_s"]
+
+    assert_allclose(kernels(row), 37_912 / 34_140 * kernels(balanced), rtol=1e-9)
+    with pytest.raises(InputError, match="--dp-imbalance"):
+        latency_from_names("deepseek-v3", "h200", dp_imbalance=0.5, **args)

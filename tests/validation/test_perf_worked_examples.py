@@ -38,7 +38,7 @@ def test_deepseek_r1_on_8_h200_attention_dp_ep8_1k_1k():
     assert (row["tp"], row["dp"], row["ep"], row["gpus"]) == (1, 8, 8, 8)
     assert row["batch"] % 8 == 0                         # the same number of sequences on every DP rank
     error = row["tokens_per_s_per_gpu"] / measured - 1
-    assert abs(error) < 0.45, error                       # +41 % today
+    assert abs(error) < 0.33, error                       # +29 % today (+41 % before the attention-DP λ_dp 1.110)
     flat = run("deepseek-v3", "h200", perf_model="roofline", isl=1024, osl=1024, ep=8, weights_dtype="fp8",
                kv_dtype="fp8")
     assert abs(error) < abs(flat["tokens_per_s_per_gpu"] / measured - 1) / 2

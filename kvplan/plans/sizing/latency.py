@@ -42,7 +42,7 @@ from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
 from kvplan.calc.operators import Parallel, op_times
 from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
-                                    max_batch, operator_model)
+                                    max_batch, operator_model, resolve_dp_imbalance)
 from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
                                             memory_notes)
 from kvplan.units import format_bytes, format_seconds
@@ -254,6 +254,7 @@ def latency(
     compute_dtype: str | None = None, chunk_size: int | None = None, speculation: Speculation | None = None,
     overlap_comm: bool = False, allow_long_context: bool = False, expert_imbalance: float | None = None,
     two_batch_overlap: bool | None = None, perf_model: str = "operators", max_num_seqs: int | None = None,
+    dp_imbalance: float | None = None,
 ) -> Result:
     """TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination.
 
@@ -263,7 +264,8 @@ def latency(
     (default; :mod:`kvplan.calc.operators`, vLLM's ``--tp``/``--dp``/``--enable-expert-parallel``)
     or ``"roofline"`` (three operator classes at one η pair, :func:`kvplan.calc.roofline.forward_pass`).
     ``batch="max"``: the largest batch the KV pool holds. ``ep`` (legacy) is ``--tp 1 --dp ep
-    --enable-expert-parallel``: under the per-operator model the deployments carry it.
+    --enable-expert-parallel``: under the per-operator model the deployments carry it. ``dp_imbalance``:
+    the busiest attention-DP rank's work over the mean (default: the sourced λ_dp(dp) of ``perfmodel``).
     """
     if not deployments:
         raise InputError("no deployment to time", "give at least one --tp")
@@ -301,7 +303,7 @@ def latency(
     shared = set(first.cost.layouts) >= set(tps)
     cost = first.cost if shared else model_cost(card, profile, weights_dtype, kv_dtype, tps=tps)
     dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
-    pass_fn, clamped, attn_dp = None, set(), ep
+    pass_fn, clamped, attn_dp, lam_dp = None, set(), ep, 1.0
     if perf_model == "operators":
         check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
         attn_dp = dp
@@ -312,8 +314,9 @@ def latency(
         imbalance = expert_imbalance if expert_imbalance is not None else DEFAULT_IMBALANCE
         if cost.is_moe and expert_parallel and expert_imbalance is None:
             notes.append(DEFAULT_IMBALANCE_NOTE)
+        lam_dp = resolve_dp_imbalance(dp, dp_imbalance, notes)
         par = Parallel(tp=1, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-                       imbalance=imbalance, overlap_comm=overlap_comm or tbo,
+                       imbalance=imbalance, overlap_comm=overlap_comm or tbo, dp_imbalance=lam_dp,
                        alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
         explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
         pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
@@ -384,7 +387,7 @@ def latency(
             "tokens_per_s": float(b[i] * o[i] / e2e[i]), "tokens_per_s_per_gpu": float(b[i] * o[i] / e2e[i] / gpus[i]),
             "decode_tokens_per_s": float(b[i] / tpot[i]), "decode_tokens_per_s_per_gpu": float(b[i] / tpot[i] / gpus[i]),
             "bound": str(step.bound[i]),
-            "eta_mem": machine.eta_mem, "eta_flops": machine.eta_flops,
+            "eta_mem": machine.eta_mem, "eta_flops": machine.eta_flops, "dp_imbalance": lam_dp,
         }
         if cost.is_moe:
             row["experts_touched_per_layer"] = float(step.experts_touched[i] * (ep if perf_model == "roofline" else 1))

@@ -123,7 +123,8 @@ def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
     lines += [
         f"  communication              = {format_seconds(step.comm_s[i])} (TP all-reduce, EP dispatch + combine)",
         f"  host overhead              = {format_seconds(step.overhead_s[i])}",
-        f"  step                       = Σ operators + comm + overhead = {format_seconds(step.time_s[i])} "
+        f"  step                       = " + (f"λ_dp {row['dp_imbalance']:.3f} × " if row.get("dp_imbalance", 1.0) != 1.0
+                                             else "") + f"Σ operators + comm + overhead = {format_seconds(step.time_s[i])} "
         f"({row['bound']}-bound); floor = max(bytes / peak BW, FLOPs / peak) = {format_seconds(step.floor_s[i])}",
         f"  intensity                  = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
         f"{machine.ridge_flop_per_byte:.3g} FLOP/B",

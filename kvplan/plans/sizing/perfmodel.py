@@ -116,6 +116,43 @@ DEFAULT_IMBALANCE_NOTE = ("expert load imbalance λ = 1 on top of the MoE kernel
                           "to charge the hottest rank's share (the step waits for it)")
 
 
+# Attention-DP imbalance λ_dp: the busiest attention-DP rank's step work over the mean. TensorRT-LLM tech blog 10
+# (docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md, "Performance Summary"): DeepSeek-V3, attention DP 8 +
+# EP 8 on 8×GB200, in-flight batching with the ADP balance strategy (attention_dp_config enable_balance, as
+# perf-overview's DeepSeek-R1 llm_options set it) runs at 34,140 tok/s of a perfectly balanced 37,912 ("SOL TPS":
+# each iteration's time × avg tokens / max tokens), so λ_dp(8) = 37,912 / 34,140. Other DP sizes are not published:
+# the figure is read as one rank carrying (1 + w) × the work of the others (a context chunk where they only decode),
+# λ_dp(N) = max / mean = (1 + w) / (1 + w / N), with w solved from λ_dp(8) (w = 0.128; λ_dp(2) = 1.060,
+# λ_dp(4) = 1.093, λ_dp(∞) = 1.128).
+ADP_BLOG_SOL_TPS, ADP_BLOG_ACTUAL_TPS, ADP_BLOG_DP = 37_912.0, 34_140.0, 8
+ADP_SOURCE = ("TensorRT-LLM tech blog 10, ADP Balance Strategy: DeepSeek-V3 DP8 + EP8 on 8×GB200 with enable_balance, "
+              "34,140 of a balanced 37,912 tok/s")
+
+
+def attention_dp_imbalance(dp) -> np.ndarray:
+    """λ_dp(N) = (1 + w) / (1 + w / N), w = (λ8 − 1) / (1 − λ8 / 8), λ8 = 37,912 / 34,140; 1 at N = 1."""
+    lam8 = ADP_BLOG_SOL_TPS / ADP_BLOG_ACTUAL_TPS
+    w = (lam8 - 1.0) / (1.0 - lam8 / ADP_BLOG_DP)
+    n = np.asarray(dp, dtype=np.float64)
+    return np.where(n > 1, (1.0 + w) / (1.0 + w / np.maximum(n, 1.0)), 1.0)
+
+
+def resolve_dp_imbalance(dp: int, given: float | None, notes: list[str]) -> float:
+    """``--dp-imbalance`` where given (≥ 1), else the sourced λ_dp(dp); 1 for one rank. Named in the notes."""
+    if given is not None:
+        if not (1.0 <= given < math.inf):
+            raise InputError(f"--dp-imbalance must be >= 1 (got {given})",
+                             "busiest attention-DP rank's step work over the mean; 1 = perfectly balanced")
+        return float(given)
+    if dp <= 1:
+        return 1.0
+    lam = float(attention_dp_imbalance(dp))
+    notes.append(f"attention-DP imbalance λ_dp = {lam:.3f} at dp {dp}: the lock step waits for the busiest rank "
+                 f"({ADP_SOURCE}; λ_dp(N) = (1 + w) / (1 + w / N) through that DP8 figure; no figure is published for "
+                 "other DP sizes or engines). Pass --dp-imbalance 1 for a perfectly balanced static batch")
+    return lam
+
+
 def flat_efficiencies(eta_mem: float, eta_flops: float, source: str, overhead_base_s: float,
                       overhead_per_seq_s: float = 0.0, notes: tuple[str, ...] = ()) -> OperatorEfficiencies:
     flat = Flat(eta_mem, eta_flops, source)
@@ -129,7 +166,7 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
     def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, **kw):
         par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
-                            overlap_comm=par.overlap_comm, alltoall=par.alltoall)
+                            overlap_comm=par.overlap_comm, alltoall=par.alltoall, dp_imbalance=par.dp_imbalance)
         return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                              batch=batch, phase=phase, clamped=clamped,
                              graph_sizes=graph_sizes if phase == "decode" else (), **kw)
