@@ -236,9 +236,9 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             T[i] += bb * planned
         max_seen = max(max_seen, b[i] + len(prefilling[i]))
         retire(i, now)
-        admit(now)  # requests sent by now (a closed loop's replacements) join the next step
-        start(i, now)
-        wake(now, i)
+        start(i, now)  # the engine's next step is under way before a closed loop's replacements reach it …
+        admit(now)     # … which join the step after it, or start together on an idle instance
+        wake(now)
 
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned = current[i]
@@ -260,12 +260,10 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             touched.append(i)
             ai += 1
 
-    def wake(now: float, skip: int = -1) -> None:
+    def wake(now: float) -> None:
         """Start an idle instance that was sent work; cut a decode run at the end of its step in progress."""
         while touched:
             i = touched.pop()
-            if i == skip:
-                continue
             if mode[i] == 0:
                 start(i, now)
             elif mode[i] == 2:
