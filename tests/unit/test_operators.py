@@ -296,3 +296,16 @@ def test_latency_charges_the_sourced_dp_imbalance_and_takes_an_override():
     assert_allclose(kernels(row), 37_912 / 34_140 * kernels(balanced), rtol=1e-9)
     with pytest.raises(InputError, match="--dp-imbalance"):
         latency_from_names("deepseek-v3", "h200", dp_imbalance=0.5, **args)
+
+
+def test_engine_profiles_say_what_their_sources_say_of_host_work():
+    """TensorRT-LLM's overlap scheduler and SGLang's zero-overhead scheduler hide the host work (their docs); vLLM
+    publishes no per-step host time: each says so, and an explicit --step-overhead replaces the sentence."""
+    notes = {e: latency_from_names("llama-3.1-8b", "h100-sxm", isl=1024, osl=2, engine=e).assumptions
+             for e in ("vllm", "sglang", "trtllm")}
+    assert any("host work per step" in n and "no per-step host time" in n for n in notes["vllm"])
+    assert any("host work per step" in n and "zero-overhead" in n for n in notes["sglang"])
+    assert any("host work per step" in n and "overlap scheduler" in n for n in notes["trtllm"])
+    given = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1024, osl=2,
+                               efficiencies=Efficiencies(step_overhead_s=1e-3)).assumptions
+    assert not any("host work per step" in n for n in given)

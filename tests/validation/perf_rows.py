@@ -182,6 +182,8 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
                 out.append(scored)
             continue
         if metric.startswith("itl_fit_"):
+            if r["kv_dtype"] not in ("", "auto", "bf16", "fp8"):
+                continue        # a mixed KV cache (FP8 skip-SW: sliding-window layers bf16) kvplan cannot express
             key = (r["model_card"], r["hardware_card"], r["weights_dtype"], r["kv_dtype"], r["engine"])
             fits.setdefault(key, {"row": r})[metric] = float(r["value"])
         elif metric == "itl_ms" and _int(r["concurrency"]) == 1:

@@ -149,6 +149,10 @@ def test_scoring_rows_match_their_sources():
     assert value(model_card="llama-2-70b", tp=8, metric="output_tokens_per_s_per_user") == 62.50
     assert value(model_card="deepseek-v3", hardware_card="h100-sxm", phase="decode") == 22282
     assert value(hardware_card="mi300x", model_card="llama-3.1-405b", batch=128, isl=2048, metric="e2e_latency_s") == 125.471
+    # TensorRT-LLM DeepSeek-R1 best-practice blog, "H200 max-throughput": Per GPU Output Throughput 1436.1584
+    assert value(hardware_card="h200", model_card="deepseek-v3", metric="output_tokens_per_s_per_gpu") == 1436.1584
+    # vLLM FP8-KV post, H100 gpt-oss-20b: "intercepts remain tightly clustered between 4.03 and 4.07 ms" (midpoint)
+    assert value(hardware_card="h100-sxm", model_card="gpt-oss-20b", kv_dtype="bf16", metric="itl_fit_intercept_ms") == 4.05
 
 
 def test_closed_loop_rows_obey_littles_law():

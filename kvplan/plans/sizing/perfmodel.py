@@ -43,6 +43,7 @@ class EnginePerf:
     overhead_per_seq_s: float | None = None
     overhead_source: str | None = None
     two_batch_overlap: bool = False
+    host_work: str = ""           # what the engine's own documents say of its per-step CPU work (sourced), or that none is published
 
 
 ENGINE_PERF: dict[str, EnginePerf] = {
@@ -50,17 +51,26 @@ ENGINE_PERF: dict[str, EnginePerf] = {
         "vllm", _vllm_graph_sizes(256),
         "vllm/config/vllm.py _set_cudagraph_sizes: [1, 2, 4] + range(8, 256, 8) + range(256, min(2 × max_num_seqs, "
         "512) + 1, 16); larger batches run without a graph",
-        None, "vLLM's max_num_seqs default depends on version, entry point and GPU; pass --max-num-seqs"),
+        None, "vLLM's max_num_seqs default depends on version, entry point and GPU; pass --max-num-seqs",
+        host_work="vLLM publishes no per-step host time for its V1 engine (the v0.6.0 performance post gives "
+        "shares of the run, not times): none is charged beyond the kernel-launch floor, and the batch-1 "
+        "validation rows leave 0.6–1.6 ms per step unexplained (docs/validation.md §e); pass --step-overhead"),
     "sglang": EnginePerf(
         "sglang", (), "SGLang's captured batch sizes depend on the GPU and version (--cuda-graph-bs, "
         "--cuda-graph-max-bs); not modelled: decode batches run unpadded",
-        None, "SGLang derives max_running_requests from the KV pool; no fixed cap"),
+        None, "SGLang derives max_running_requests from the KV pool; no fixed cap",
+        host_work="SGLang's zero-overhead batch scheduler runs the CPU work one batch ahead of the GPU (LMSYS "
+        "SGLang v0.4 post, 2024-12-04: an Nsight profile of 5 consecutive decode batches shows no GPU idle time): "
+        "no host time is charged beyond the kernel-launch floor"),
     "trtllm": EnginePerf(
         "trtllm", (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192),
         "TensorRT-LLM docs/source/performance/perf-overview.md llm_options.yml: cuda_graph_config enable_padding, "
         "batch_sizes 1 … 8192",
         2048, "TensorRT-LLM max_batch_size default 2048 (public start-up log in ai-dynamo/dynamo "
-        "examples/python_rs/llm/tensorrt_llm/README.md: max_num_requests=2048, max_num_tokens=8192)"),
+        "examples/python_rs/llm/tensorrt_llm/README.md: max_num_requests=2048, max_num_tokens=8192)",
+        host_work="TensorRT-LLM's overlap scheduler, enabled by default, launches step n+1 while the CPU "
+        "processes step n (docs features/overlap-scheduler.md: 'the scheduler overlaps CPU tasks ... with GPU "
+        "computation'): no host time is charged beyond the kernel-launch floor"),
 }
 
 
@@ -219,6 +229,8 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
         notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
                      f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
     graph_sizes = perf.cuda_graph_sizes if perf is not None else ()
+    if perf is not None and perf.host_work and not explicit_overhead:
+        notes.append(f"{engine} host work per step: {perf.host_work}")
     if perf is not None:
         notes.append(f"{engine} CUDA graphs: " + (f"decode GEMMs run at the captured batch size at or above the "
                      f"batch per rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
