@@ -221,7 +221,9 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     (decode) or prompt length (prefill), for the attention efficiency and the host overhead.
     ``clamped`` collects the names of operators whose size fell outside their measured table.
     ``graph_sizes``: a decode batch's GEMMs run at the CUDA-graph size it is padded up to
-    (per attention rank); attention reads only the real sequences.
+    (per attention rank); attention reads only the real sequences. ``phase``: ``decode``,
+    ``prefill`` or ``mixed`` (a prefill chunk sharing a step with the decoders: decode attention
+    efficiency, the step's token count padded to a graph size where one is that large).
     """
     tp = np.asarray(par.tp, dtype=np.float64)
     dp = np.asarray(par.dp, dtype=np.float64)
@@ -229,7 +231,9 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     n = np.asarray(tokens, dtype=np.float64)
     rows = np.asarray(lm_head_rows, dtype=np.float64)
     n_a, rows_a = n / dp, rows / dp
-    if graph_sizes:
+    if graph_sizes and phase == "mixed":          # a chunk with the decoders: the step's tokens are padded
+        n_a = padded_batch(n_a, graph_sizes)
+    elif graph_sizes:
         q = n / np.maximum(np.asarray(batch, dtype=np.float64), 1e-300)       # query tokens per sequence
         padded = padded_batch(np.asarray(batch, dtype=np.float64) / dp, graph_sizes)
         n_a, rows_a = padded * q, padded * q * (rows_a / np.maximum(n_a, 1e-300))
@@ -271,7 +275,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     attn_flops = np.asarray(attention_flops, dtype=np.float64) / gpus
     b = np.asarray(batch, dtype=np.float64)
     ctx = np.asarray(context, dtype=np.float64)
-    if phase == "decode":
+    if phase != "prefill":          # decode, or mixed (a prompt chunk with the decoders: decode efficiency)
         attn_eff, attn_size = effs.attention_decode, (b / dp, ctx)
     else:
         attn_eff, attn_size = effs.attention_prefill, ctx

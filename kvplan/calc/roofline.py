@@ -325,6 +325,38 @@ def prefill(
     return passes.total(axis=-1, where=valid)
 
 
+def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_tokens, chunk_tokens, *,
+                     tp=1, ep=1, overlap_comm=False, pass_fn=None):
+    """Steps that fuse ``batch`` decode tokens at ``context`` with one C-token chunk of a new prompt.
+
+    Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
+    of S tokens into ⌈S/C⌉ chunks, each sharing a step with the running batch's decode tokens.
+    Returns (mean step time over the chunks, total time to prefill the prompt that way).
+    ``pass_fn`` (the per-operator model) sees ``phase="mixed"``: decode attention efficiency at
+    ``batch + 1`` sequences, CUDA-graph padding of the step's token count (vLLM pads a mixed
+    batch to its captured sizes only up to the largest one).
+    """
+    b, ctx, s, c, tpa, epa = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
+                                                   (batch, context, prompt_tokens, chunk_tokens, tp, ep)))
+    chunks = np.ceil(s / c)
+    width = int(chunks.max())
+    j = np.arange(width, dtype=np.float64)
+    start = c[..., None] * j
+    valid = start < s[..., None]
+    end = np.minimum(start + c[..., None], s[..., None])
+    start, end = np.where(valid, start, 0.0), np.where(valid, end, 0.0)
+    tp_b, ep_b, b_b, ctx_b = tpa[..., None], epa[..., None], b[..., None], ctx[..., None]
+    kv = (b_b * cost.kv_sequence_bytes(ctx_b, tp_b) + (end - start) * cost.kv_token_bytes(tp_b)
+          + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
+    attention = b_b * cost.decode_attention_flops(ctx_b) + cost.prefill_attention_flops(start, end)
+    rows = b_b + (end >= s[..., None])
+    step = (pass_fn or forward_pass)(cost, machine, tokens=b_b + end - start, kv_bytes=kv, attention_flops=attention,
+                                     lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm,
+                                     batch=b_b + 1, context=ctx_b, phase="mixed").time_s
+    total = np.where(valid, step, 0.0).sum(axis=-1)
+    return total / chunks, total
+
+
 def speculative_tokens_per_step(draft_tokens, acceptance):
     """Expected tokens one verification step yields: ``(1 − α^(k+1)) / (1 − α)`` (k + 1 at α = 1).
 

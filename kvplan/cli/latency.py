@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (BatchOpt, CardsOpt, ComputeDtypeOpt, EPOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt,
                                 FormatOpt, HardwareArg, KVDtypeOpt, ModelArg, OutputOpt,
                                 StepOverheadOpt, TPOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
@@ -60,8 +61,7 @@ def latency_command(
         "--expert-imbalance", help="Hottest EP rank's routed tokens over the mean (default 1).")] = None,
     two_batch_overlap: Annotated[Optional[bool], typer.Option(
         "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
-    perf_model: Annotated[str, typer.Option(
-        "--perf-model", help="operators (per-operator efficiencies, default) or roofline (one η pair).")] = "operators",
+    perf_model: PerfModelOpt = "operators",
     max_num_seqs: Annotated[Optional[int], typer.Option(
         "--max-num-seqs", help="Cap on sequences per DP rank for --batch max (engine default where sourced).")] = None,
     system: Annotated[Optional[str], typer.Option(

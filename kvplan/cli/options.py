@@ -120,6 +120,9 @@ def resolve_weights_dtype(weights_dtype: str | None, quantization: str | None, d
     return weights_dtype
 BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
+PerfModelOpt = Annotated[str, typer.Option(
+    "--perf-model", help="Step-time model: operators (per-operator efficiencies from measured kernel tables, default) "
+                         "or roofline (one η pair for every operator).")]
 EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
 SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]

@@ -9,7 +9,8 @@ import typer
 
 from kvplan.cli.options import HardwareArg, ModelArg, WeightsDtypeOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit, output_format)
+                                PerfModelOpt, StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit,
+                                output_format)
 from kvplan.cli.options import ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt, TraceFormatOpt, TurnsOpt
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
@@ -65,6 +66,7 @@ def plan_command(
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
+    perf_model: PerfModelOpt = "operators",
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     gpu_cost: Annotated[Optional[str], typer.Option("--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0 (cost per hour and per million output tokens; the search compares cost).")] = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
@@ -94,7 +96,7 @@ def plan_command(
     settings = EngineSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), perf_model=perf_model)
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
     if chart is not None and (concurrency is None or chart.suffix.lower() != ".png"):

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
                                 OutputOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.outputs import OutputSet, check_target
@@ -62,6 +63,7 @@ def tier_command(
         "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
     eta_flops: EtaFlopsOpt = None,
     eta_mem: EtaMemOpt = None,
+    perf_model: PerfModelOpt = "operators",
     overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP all-reduces with compute.")] = False,
     ttft_slo: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO for the PD feedback, e.g. 'p99<=10s'.")] = None,
     tpot_slo: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO for the PD feedback, e.g. 'p99<=100ms'.")] = None,
@@ -91,7 +93,8 @@ def tier_command(
                      weights_dtype=weights_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization,
                      tiers_file=tiers, overrides=overrides,
                      efficiencies=efficiencies(eta_mem, eta_flops), overlap_comm=overlap_comm,
-                     seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards))
+                     seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards),
+                     perf_model=perf_model)
     extra = OutputSet()
     if chart is not None:
         extra.add(chart, hit_rate_chart(plan.curve_tokens, plan.curve_hit_rate, plan.boundaries,

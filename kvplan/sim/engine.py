@@ -9,9 +9,10 @@ What it models (per instance, as vLLM V1's scheduler does):
   (ISL + OSL, reserved at admission: no preemption is modelled).
 - The step that processes a prompt's last chunk emits its first token (TTFT); each later step
   emits one more; TPOT = (finish − first token) / (OSL − 1) for OSL >= 2.
-- Step times come from :class:`kvplan.sim.steps.StepModel` (``forward_pass`` exactly). A run of
+- Step times come from :class:`kvplan.sim.steps.StepModel` (``forward_pass`` exactly) or
+  :class:`kvplan.sim.opsteps.OperatorStepModel` (the per-operator pass exactly). A run of
   decode-only steps between two events is advanced in closed form: step i of a run takes
-  ``D[b] + γ (T + i·b)``, so j steps take ``j (D + γT) + γ b j (j − 1)/2``; an arrival cuts the
+  ``D[b] + γ[b] (T + i·b)``, so j steps take ``j (D + γT) + γ b j (j − 1)/2``; an arrival cuts the
   run at the end of the step in progress.
 - Router: each arrival goes to the instance with the fewest prompts waiting for or in prefill,
   then the fewest decoding sequences, then the lowest index (join-shortest-queue, least loaded).
@@ -117,7 +118,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     total_steps = mixed_steps = 0
     max_seen = 0
     base = [steps.decode_base_s(j) for j in range(cap + 1)]
-    gamma = steps.decode_per_token_s
+    gammas = [steps.decode_gamma_s(j) for j in range(cap + 1)]
     kv_read = steps.kv_read_per_token
     attn_tok = steps.attn_flops_per_token
 
@@ -128,6 +129,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
         heapq.heappush(events, (when, counter, i, version[i]))
 
     def run_length(t0: float, d: float, bb: int, tt: float, j: int) -> float:
+        gamma = gammas[bb]
         return j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
 
     def ended(now: float) -> None:
@@ -181,7 +183,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             kv_pf, fl_pf = steps.prefill_terms(starts, ends)
             done = sum(1 for e, p in chunks if e[1] + p >= prompt[e[0]])
             tokens = b[i] + int(ends.sum() - starts.sum())
-            dt = steps.step_s(tokens, b[i] + done, kv_read * T[i] + kv_pf, attn_tok * T[i] + fl_pf)
+            dt = steps.step_s(tokens, b[i] + done, kv_read * T[i] + kv_pf, attn_tok * T[i] + fl_pf, b[i] + len(chunks))
             mode[i], current[i] = 1, chunks
             busy_time_batch[i] += b[i] * dt
             total_steps += 1
@@ -229,6 +231,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned = current[i]
         x = now - t0
+        gamma = gammas[bb]
         a2, a1 = gamma * bb / 2, d + gamma * tt - gamma * bb / 2
         j = x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2)
         steps_now = min(int(math.floor(j + 1e-12)) + 1, planned)

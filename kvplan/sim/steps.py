@@ -47,8 +47,8 @@ class StepModel:
     def max_tokens(self) -> int:
         return self.comm_s.size - 1
 
-    def step_s(self, tokens: int, rows: float, kv_bytes: float, attention_flops: float) -> float:
-        """One forward pass of ``tokens`` new tokens: the same number ``forward_pass`` returns."""
+    def step_s(self, tokens: int, rows: float, kv_bytes: float, attention_flops: float, batch: int = 0) -> float:
+        """One forward pass of ``tokens`` new tokens: the same number ``forward_pass`` returns (``batch`` unused)."""
         dense = max(self.dense_memory_s[tokens], self.dense_compute_s[tokens] + self.row_compute_s * rows)
         attention = max(self.kv_byte_s * kv_bytes, self.attn_flop_s * attention_flops)
         kernels = dense + self.expert_s[tokens] + attention
@@ -64,6 +64,10 @@ class StepModel:
         """γ: attention time per held token in a decode step."""
         return max(self.kv_byte_s * self.kv_read_per_token, self.attn_flop_s * self.attn_flops_per_token)
 
+    def decode_gamma_s(self, batch: int) -> float:
+        """γ at a batch of ``batch`` (the roofline's attention η does not depend on it)."""
+        return self.decode_per_token_s
+
     def prefill_terms(self, starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
         """(KV bytes, attention FLOPs) of prompt chunks [start, end): tokens written plus prefix read, causal attention."""
         kv = (ends - starts) * self.kv_write_per_token + self.kv_read_per_token * starts
@@ -72,8 +76,16 @@ class StepModel:
 
 
 def build_step_model(cost: ModelCost, machine: Machine, tp: int, max_tokens: int, decode_context: float,
-                     overlap_comm: bool = False) -> StepModel:
-    """Tabulate ``forward_pass`` for n = 0 … ``max_tokens`` and probe its linear terms (module docstring)."""
+                     overlap_comm: bool = False, steps=None):
+    """Tabulate ``forward_pass`` for n = 0 … ``max_tokens`` and probe its linear terms (module docstring).
+
+    ``steps`` (a :class:`kvplan.calc.steptime.StepTimes` with a per-operator pass) tabulates that
+    pass instead (:func:`kvplan.sim.opsteps.build_operator_step_model`).
+    """
+    if steps is not None and steps.pass_fn is not None:
+        from kvplan.sim.opsteps import build_operator_step_model
+
+        return build_operator_step_model(steps, max_tokens, decode_context)
     n = np.arange(max_tokens + 1, dtype=np.float64)
     zero = np.zeros_like(n)
     base = forward_pass(cost, machine, tokens=n, kv_bytes=zero, attention_flops=zero, lm_head_rows=zero, tp=tp)

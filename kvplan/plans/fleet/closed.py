@@ -5,8 +5,9 @@ keep C requests in flight: each new request is sent the moment one finishes. kvp
 through the discrete-event simulator in closed mode (:mod:`kvplan.sim.engine`, ``concurrency``):
 N instances of the deployment (JSQ router), continuous batching up to ``max_num_seqs``, chunked
 prefill at ``max_num_batched_tokens`` interleaved with the decoders (the interference a running
-batch feels when a new prompt is admitted), step times from the roofline
-(:func:`kvplan.calc.roofline.forward_pass`, tabulated by :mod:`kvplan.sim.steps`).
+batch feels when a new prompt is admitted), step times from the deployment's step-time model
+(the per-operator pass by default, the roofline's :func:`kvplan.calc.roofline.forward_pass` with
+``--perf-model roofline``; tabulated by :mod:`kvplan.sim.opsteps` / :mod:`kvplan.sim.steps`).
 
 Per C it reports what a benchmark prints:
 
@@ -52,7 +53,7 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     cap = s.max_num_seqs
     context = np.maximum(isl, 1) + np.maximum(osl, 1)
     steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
-                             float(np.mean(isl + osl / 2)))
+                             float(np.mean(isl + osl / 2)), steps=dep.steps)
     kv = dep.layout.sequence_bytes(context, per_gpu=True)
     config = SimConfig(instances=instances, max_batch=cap, chunk_tokens=s.chunk_tokens,
                        kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
@@ -121,7 +122,7 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
         raise InputError(f"no usable TP among {', '.join(map(str, choices))}", "pass --tp")
     sample = workload.replay(requests or 5000, seed)
     rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests) for c in concurrency]
-    notes = [*dep.notes, *dep.machine_notes, *notes,
+    notes = [*dep.notes, *dep.step_notes, *notes,
              f"closed loop: C requests in flight, the next sent when one ends (vllm bench serve --max-concurrency); "
              f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "") + ", JSQ router; "
              "the arrival rate is not used", f"workload: {workload.description}"]

@@ -12,7 +12,8 @@ KV capacity (from the engine's start-up arithmetic, :func:`kvplan.plans.sizing.f
            limit theorem: B·E[k] + z₀.₉₉·√B·sd[k] <= pool. It lies between pool / k(p99 context)
            (every request at the p99, reported as ``batch_kv_p99``) and pool / k(mean context).
 
-Step times (the roofline, :mod:`kvplan.calc.roofline` via :mod:`kvplan.plans.sizing.latency`):
+Step times (the deployment's step-time model, :class:`kvplan.calc.steptime.StepTimes`: the
+per-operator model by default, the roofline with ``--perf-model roofline``):
     t(b)   = decode_step(b sequences at the decode context L̄); L̄ = E[Σ_j (ISL + j)] / E[n] (j = 1..n),
              the time-weighted mean context of a decoding sequence.
     S(ISL) = prefill service = Σ over its ⌈ISL / (Cb − B)⌉ chunks of the step that carries the chunk
@@ -71,8 +72,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvplan.calc import tails
-from kvplan.calc.roofline import decode_step
-from kvplan.plans.sizing.latency import mixed_chunk_step
+from kvplan.calc.steptime import StepTimes
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
 Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
@@ -164,8 +164,13 @@ class InstanceFigures:
 
 
 def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_bytes_per_gpu: float,
-                     max_num_seqs: int, chunk_tokens: int) -> InstanceFigures:
-    """Step times on a batch grid and the KV-capacity batch limits (formulas in the module docstring)."""
+                     max_num_seqs: int, chunk_tokens: int, steps: StepTimes | None = None) -> InstanceFigures:
+    """Step times on a batch grid and the KV-capacity batch limits (formulas in the module docstring).
+
+    ``steps``: the deployment's step-time model (:attr:`kvplan.plans.deployment.Deployment.steps`,
+    per-operator by default); None is the roofline over ``cost``, ``machine`` and ``tp``.
+    """
+    steps = steps if steps is not None else StepTimes(cost, machine, tp)
     isl, osl = lengths.isl.astype(np.float64), lengths.osl.astype(np.float64)
     seq_bytes = np.asarray(layout.sequence_bytes(isl + osl, per_gpu=True), dtype=np.float64)
     mean_k, sd_k = float(seq_bytes.mean()), float(seq_bytes.std())
@@ -182,13 +187,15 @@ def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_
     small = np.arange(0, min(top, 32) + 1, dtype=np.float64)
     b_grid = np.unique(np.concatenate([small, np.round(np.geomspace(1, top, 64)), [top, top + 1]]))
     ctx = lengths.decode_context
-    step = decode_step(cost, machine, b_grid, ctx, tp=tp).time_s
-    more = decode_step(cost, machine, b_grid + 1, ctx, tp=tp).time_s - step
     dctx = max(64.0, ctx * 0.05)
-    per_token = (decode_step(cost, machine, b_grid, ctx + dctx, tp=tp).time_s - step) / (dctx * np.maximum(b_grid, 1))
+    probe = steps.decode_s(np.concatenate([b_grid, b_grid + 1, b_grid]),
+                           np.concatenate([np.full(2 * b_grid.size, ctx), np.full(b_grid.size, ctx + dctx)]))
+    step, more, longer = probe[:b_grid.size], probe[b_grid.size:2 * b_grid.size], probe[2 * b_grid.size:]
+    more = more - step
+    per_token = (longer - step) / (dctx * np.maximum(b_grid, 1))
     grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
-    _, prefill = mixed_chunk_step(cost, machine, b_grid[:, None], ctx, grid[None, :], chunk, tp=tp)
+    _, prefill = steps.mixed_chunk(b_grid[:, None], ctx, grid[None, :], chunk)
     extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
     moments = _sample_moments(lengths.grid_folds, prefill, extra)
     points = prefill[:, lengths.points_index]

@@ -11,10 +11,11 @@ the gaps' CV, does not count requests that share a timestamp tick as a burst.
 
 Prefill service of one prompt of S tokens with a cached prefix of n = ⌊F·S⌋ tokens (``F`` =
 ``cached_prefix_fraction``): one forward pass over the S − n new tokens that reads the prefix KV
-once and attends causally over positions n+1 … S (:func:`kvplan.calc.roofline.forward_pass`);
-F = 0 is :func:`kvplan.calc.roofline.prefill` unchunked. The transfer still moves all S tokens.
+once and attends causally over positions n+1 … S (the deployment's step-time model: the
+per-operator pass by default, :func:`kvplan.calc.roofline.forward_pass` with ``--perf-model
+roofline``); F = 0 is :func:`kvplan.calc.roofline.prefill` unchunked. The transfer still moves all S tokens.
 
-Decode step of a batch b: :func:`kvplan.calc.roofline.decode_step` at the mean context over a
+Decode step of a batch b: the step-time model's ``decode_step`` at the mean context over a
 request's decode life, E[ISL] + E[OSL]/2, tabulated for b = 1 … the engine cap; KV per request
 (per GPU, paged as the engine stores it) at that context; the budget per GPU from
 :func:`kvplan.plans.sizing.fit.fit` (the engine's start-up rule).
@@ -35,6 +36,7 @@ import numpy as np
 
 from kvplan.calc.kv import check_parallel, kv_layout
 from kvplan.calc.roofline import ModelCost, decode_step
+from kvplan.calc.steptime import StepTimes
 from kvplan.calc.tiering import suffix_prefill_s
 from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.errors import InputError, KvplanError
@@ -255,21 +257,29 @@ class TransferModel:
 
 
 def prefill_service_s(cost: ModelCost, machine, isl, cached_fraction: float, tp: int, dp: int = 1,
-                      overlap_comm: bool = False) -> np.ndarray:
-    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each, one per DP rank)."""
+                      overlap_comm: bool = False, steps: StepTimes | None = None) -> np.ndarray:
+    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each, one per DP rank).
+
+    ``steps``: the deployment's step-time model (per-operator by default); None is the roofline.
+    """
     s = np.asarray(isl, dtype=np.float64)
+    if steps is not None:
+        return steps.suffix_prefill_s(np.floor(cached_fraction * s), s)
     return suffix_prefill_s(cost, machine, np.floor(cached_fraction * s), s, tp=tp, dp=dp, overlap_comm=overlap_comm)
 
 
 def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: int, dp: int = 1,
-                 overlap_comm: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                 overlap_comm: bool = False, steps: StepTimes | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Step time at instance batches ``dp × j``, j = 1 … ⌈cap/dp⌉ (j sequences on every attention rank).
 
     dp = 1 is every batch 1 … cap. The roofline runs the ``dp`` ranks as ``ep = dp`` (attention data
-    parallel, experts over the instance; :func:`kvplan.calc.roofline.decode_step`).
+    parallel, experts over the instance; :func:`kvplan.calc.roofline.decode_step`); ``steps`` (the
+    deployment's step-time model, per-operator by default) replaces it.
     """
     per_rank = max(math.ceil(max(batch_cap, 1) / dp), 1)
     batch = dp * np.arange(1, per_rank + 1, dtype=np.float64)
+    if steps is not None:
+        return batch, steps.decode_s(batch, context)
     return batch, decode_step(cost, machine, batch, context, tp=tp, ep=dp, overlap_comm=overlap_comm).time_s
 
 

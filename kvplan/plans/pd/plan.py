@@ -304,7 +304,7 @@ def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: boo
                          f"({format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU) leave no KV memory on "
                          f"{side.hardware.name}")
     ok_shapes = sorted(deps)
-    notes.extend(deps[max(ok_shapes)].machine_notes)
+    notes.extend(deps[max(ok_shapes)].step_notes)
     return Pool(side, ok_shapes, {t: deps[t] for t in ok_shapes})
 
 
@@ -353,7 +353,8 @@ def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | N
         if only is not None and shape != only[0]:
             continue
         pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
-        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov)
+        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov,
+                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
         if setup.prefix_read_bytes_per_s and setup.cached_fraction:
             load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
                 / setup.prefix_read_bytes_per_s
@@ -371,7 +372,8 @@ def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | N
                              * workload.weights).sum())
         longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
         cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
-        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov)
+        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov,
+                                   steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
         decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
                                     longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
                                     s.max_num_seqs * dp, dp)

@@ -1,0 +1,86 @@
+"""The simulator on the per-operator model: its tabulated steps equal the per-operator pass exactly,
+and the planners' step-time model (``Deployment.steps``) is the one ``kvplan latency`` uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+
+from kvplan.calc.roofline import decode_step, mixed_chunk_step, prefill
+from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
+from kvplan.plans.sizing.latency import latency
+from kvplan.sim import SimConfig, build_step_model, simulate
+
+
+def deployment(model: str, hw: str = "h100-sxm", tp: int = 1, engine: str = "vllm", perf_model: str = "operators"):
+    return resolve(model, hw, engine=EngineSettings(engine=engine, perf_model=perf_model), parallel=Parallelism(tp=tp))
+
+
+@pytest.mark.parametrize(("model", "tp", "engine"), [("llama-3.1-8b", 1, "vllm"), ("llama-3.1-70b", 4, "trtllm"),
+                                                     ("mixtral-8x7b", 2, "vllm")])
+def test_operator_step_model_equals_the_pass(model, tp, engine):
+    dep = deployment(model, tp=tp, engine=engine)
+    st = dep.steps
+    assert st.model == "operators" and st.pass_fn is not None
+    ctx = 2000.0
+    table = build_step_model(dep.cost, dep.machine, tp, 9000, ctx, steps=st)
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        tokens = int(rng.integers(1, 9000))
+        batch = int(rng.integers(1, 300))
+        rows = float(rng.integers(0, min(tokens, 300) + 1))
+        kv, flops = float(rng.uniform(0, 4e10)), float(rng.uniform(0, 5e14))
+        expected = st.pass_fn(dep.cost, dep.machine, tp=tp, ep=1, tokens=tokens, kv_bytes=kv, attention_flops=flops,
+                              lm_head_rows=rows, batch=batch, context=ctx, phase="mixed").time_s
+        assert_allclose(table.step_s(tokens, rows, kv, flops, batch), float(expected), rtol=1e-9)
+    # a decode-only step of b sequences holding T tokens: D[b] + γ[b] T, the pass's decode_step at the context
+    for b in (1, 7, 64, 200):
+        expected = float(decode_step(dep.cost, dep.machine, b, ctx, tp=tp, pass_fn=st.pass_fn).time_s)
+        assert_allclose(table.decode_base_s(b) + table.decode_gamma_s(b) * b * ctx, expected, rtol=1e-9)
+
+
+def test_one_request_alone_on_the_operator_model():
+    dep = deployment("llama-3.1-8b")
+    st = dep.steps
+    table = build_step_model(dep.cost, dep.machine, 1, 9000, 1050, steps=st)
+    r = simulate(np.zeros(1), np.array([1000]), np.array([101]), np.zeros(1), table,
+                 SimConfig(1, 64, 8192, 1e12, warmup_fraction=0.0))
+    # the prompt alone in one mixed step (batch 1, context the decode context), then 100 decode steps
+    _, total = mixed_chunk_step(dep.cost, dep.machine, 0, 1050, 1000, 8192, pass_fn=st.pass_fn)
+    assert_allclose(r.ttft_s[0], float(total), rtol=1e-9)
+    each = [table.decode_base_s(1) + table.decode_gamma_s(1) * c for c in range(1001, 1101)]
+    assert_allclose(r.tpot_s[0], np.mean(each), rtol=1e-9)
+
+
+def test_deployment_steps_are_latencys_operator_model():
+    """plan/pd/tier's step times equal kvplan latency's per-operator figures (the same pass)."""
+    dep = deployment("llama-3.1-70b", tp=4)
+    rows = latency("llama-3.1-70b", "h100-sxm", isl=2048, osl=2, batch=[1, 32, 128], tp=4).rows
+    got = dep.steps.decode_s(np.array([1.0, 32.0, 128.0]), 2048.0)
+    assert_allclose(got, [r["decode_step_s"] for r in rows], rtol=1e-12)
+    pre = dep.steps.prefill(1, 2048).time_s
+    assert_allclose(float(pre), rows[0]["prefill_s"], rtol=1e-12)
+
+
+def test_roofline_stays_available():
+    dep = deployment("llama-3.1-8b", perf_model="roofline")
+    assert dep.steps.pass_fn is None and dep.steps.model == "roofline"
+    assert_allclose(dep.steps.decode_s(8, 1000), decode_step(dep.cost, dep.machine, 8, 1000).time_s, rtol=0)
+    assert_allclose(dep.steps.prefill(1, 1000).time_s, prefill(dep.cost, dep.machine, 1, 1000).time_s, rtol=0)
+    rows = latency("llama-3.1-8b", "h100-sxm", isl=1000, osl=2, batch=8, perf_model="roofline").rows
+    assert_allclose(float(dep.steps.decode_s(8, 1000)), rows[0]["decode_step_s"], rtol=1e-12)
+
+
+def test_operators_are_slower_than_the_roofline_at_batch_1_on_h100():
+    """At batch 1 the measured decode GEMMs reach less than the roofline's η_mem 0.8 (aiconfigurator tables)."""
+    ops = deployment("llama-3.1-8b").steps.decode_s(1, 1000)
+    roof = deployment("llama-3.1-8b", perf_model="roofline").steps.decode_s(1, 1000)
+    assert float(ops) > float(roof)
+
+
+def test_bad_perf_model_is_an_input_error():
+    from kvplan.errors import InputError
+
+    with pytest.raises(InputError, match="--perf-model"):
+        deployment("llama-3.1-8b", perf_model="magic")
