@@ -332,9 +332,11 @@ def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_t
     Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
     of S tokens into ⌈S/C⌉ chunks, each sharing a step with the running batch's decode tokens.
     Returns (mean step time over the chunks, total time to prefill the prompt that way).
-    ``pass_fn`` (the per-operator model) sees ``phase="mixed"``: decode attention efficiency at
-    ``batch + 1`` sequences, CUDA-graph padding of the step's token count (vLLM pads a mixed
-    batch to its captured sizes only up to the largest one).
+    ``pass_fn`` (the per-operator model) sees ``phase="mixed"``: the decoders' attention at the
+    decode efficiency of ``batch + 1`` sequences, the chunk's (``chunk_kv_bytes``,
+    ``chunk_attention_flops``) at the prefill efficiency of an S-token prompt, CUDA-graph padding
+    of the step's token count (vLLM pads a mixed batch to its captured sizes only up to the
+    largest one).
     """
     b, ctx, s, c, tpa, epa = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
                                                    (batch, context, prompt_tokens, chunk_tokens, tp, ep)))
@@ -350,9 +352,12 @@ def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_t
           + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
     attention = b_b * cost.decode_attention_flops(ctx_b) + cost.prefill_attention_flops(start, end)
     rows = b_b + (end >= s[..., None])
+    chunk_kv = ((end - start) * cost.kv_token_bytes(tp_b) + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
+    chunk_flops = cost.prefill_attention_flops(start, end)
     step = (pass_fn or forward_pass)(cost, machine, tokens=b_b + end - start, kv_bytes=kv, attention_flops=attention,
                                      lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm,
-                                     batch=b_b + 1, context=ctx_b, phase="mixed").time_s
+                                     batch=b_b + 1, context=ctx_b, phase="mixed", chunk_kv_bytes=chunk_kv,
+                                     chunk_attention_flops=chunk_flops, chunk_context=s[..., None]).time_s
     total = np.where(valid, step, 0.0).sum(axis=-1)
     return total / chunks, total
 

@@ -119,8 +119,6 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     max_seen = 0
     base = [steps.decode_base_s(j) for j in range(cap + 1)]
     gammas = [steps.decode_gamma_s(j) for j in range(cap + 1)]
-    kv_read = steps.kv_read_per_token
-    attn_tok = steps.attn_flops_per_token
 
     def schedule(i: int, when: float) -> None:
         nonlocal counter
@@ -180,10 +178,10 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
         if chunks:
             starts = np.array([e[1] for e, _ in chunks], dtype=np.float64)
             ends = starts + np.array([p for _, p in chunks], dtype=np.float64)
-            kv_pf, fl_pf = steps.prefill_terms(starts, ends)
             done = sum(1 for e, p in chunks if e[1] + p >= prompt[e[0]])
             tokens = b[i] + int(ends.sum() - starts.sum())
-            dt = steps.step_s(tokens, b[i] + done, kv_read * T[i] + kv_pf, attn_tok * T[i] + fl_pf, b[i] + len(chunks))
+            dt = steps.chunk_step_s(tokens, b[i] + done, T[i], starts, ends, [prompt[e[0]] for e, _ in chunks],
+                                    b[i] + len(chunks))
             mode[i], current[i] = 1, chunks
             busy_time_batch[i] += b[i] * dt
             total_steps += 1

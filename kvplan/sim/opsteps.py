@@ -11,7 +11,10 @@ workload's decode context L̄, as the fleet model takes it); the host overhead o
                            (max(kernels, comm) + overhead with overlapped communication)
 
 with G, L, comm, a, f and overhead read off one vectorised pass per term. A mixed step (prompt
-chunks with the decoders) is the pass in ``phase="mixed"`` (:func:`kvplan.calc.roofline.mixed_chunk_step`);
+chunks with the decoders) is the pass in ``phase="mixed"`` (:func:`kvplan.calc.roofline.mixed_chunk_step`):
+one attention kernel, ``max(a[b]·kv_dec + Σ_c a_p(S_c)·kv_c, f[b]·F_dec + Σ_c f_p(S_c)·F_c)``, each chunk
+at the prefill efficiency of its prompt length S_c (a_p, f_p tabulated on 1,024 log-spaced S and
+interpolated in log S);
 a decode-only step of b sequences is ``decode_step`` exactly (its GEMMs padded by batch):
 ``D[b] + γ[b]·T`` for T held tokens, γ[b] = max(a[b]·kv per token, f[b]·FLOPs per token).
 Tests compare both with the pass at random points.
@@ -29,6 +32,8 @@ from kvplan.calc.roofline import ModelCost
 GEMMS = [OP_NAMES.index(k) for k in ("attention_gemms", "mlp_gemms", "expert_gemms")]
 ATTENTION = OP_NAMES.index("attention")
 LM_HEAD = OP_NAMES.index("lm_head")
+PROMPT_MAX = 2.0**21        # prompt lengths the prefill attention efficiency is tabulated over (log-spaced)
+PROMPT_POINTS = 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,6 +51,9 @@ class OperatorStepModel:
     attn_flops_per_token: float
     cost: ModelCost
     tp: int
+    log_prompt: np.ndarray = None          # log S on a grid of prompt lengths
+    prefill_kv_byte_s: np.ndarray = None   # a_p(S): a prompt chunk's attention time per KV byte
+    prefill_flop_s: np.ndarray = None      # f_p(S): … per attention FLOP
 
     @property
     def max_tokens(self) -> int:
@@ -68,6 +76,23 @@ class OperatorStepModel:
     @property
     def decode_per_token_s(self) -> float:
         return self.decode_gamma_s(1)
+
+    def chunk_step_s(self, tokens: int, rows: float, held_tokens: float, starts: np.ndarray, ends: np.ndarray,
+                     prompts, batch: int) -> float:
+        """A step of the decoders (``held_tokens`` in all) and prompt chunks [start, end) of ``prompts`` (S each):
+        one attention kernel, the decoders' part at the decode efficiency of ``batch``, each chunk's at the
+        prefill efficiency of its prompt length."""
+        b = min(int(batch), self.max_tokens)
+        kv = (ends - starts) * self.kv_write_per_token + self.kv_read_per_token * starts
+        flops = self.cost.prefill_attention_flops(starts, ends)
+        where = np.log(np.maximum(np.asarray(prompts, dtype=np.float64), 1.0))
+        a_p = np.interp(where, self.log_prompt, self.prefill_kv_byte_s)
+        f_p = np.interp(where, self.log_prompt, self.prefill_flop_s)
+        memory = self.kv_byte_s[b] * self.kv_read_per_token * held_tokens + float(np.dot(kv, a_p))
+        compute = self.attn_flop_s[b] * self.attn_flops_per_token * held_tokens + float(np.dot(flops, f_p))
+        kernels = self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)] + max(memory, compute)
+        comm = self.comm_s[tokens]
+        return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b]
 
     def prefill_terms(self, starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
         """(KV bytes per GPU, attention FLOPs) of prompt chunks [start, end): written plus prefix read, causal."""
@@ -95,6 +120,12 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
     probe_kv = run("mixed", zero, zero, zero + 1e9, zero, n)
     probe_fl = run("mixed", zero, zero, zero, zero + 1e15, n)
     decode = run("decode", n, n, zero, zero, n)
+    prompt = np.unique(np.round(np.geomspace(1.0, PROMPT_MAX, PROMPT_POINTS)))
+    one = np.ones_like(prompt)
+    pre_kv = steps.pass_fn(cost, machine, tp=tp, ep=dp, tokens=one, kv_bytes=one * 1e9, attention_flops=0 * one,
+                           lm_head_rows=0 * one, batch=one, context=prompt, phase="prefill")
+    pre_fl = steps.pass_fn(cost, machine, tp=tp, ep=dp, tokens=one, kv_bytes=0 * one, attention_flops=one * 1e15,
+                           lm_head_rows=0 * one, batch=one, context=prompt, phase="prefill")
     parts = getattr(steps.pass_fn, "parts", None)
     overlap = bool(steps.overlap_comm or (parts is not None and parts[2].overlap_comm))
     return OperatorStepModel(
@@ -107,4 +138,6 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
         kv_read_per_token=float(cost.kv_sequence_bytes(ctx, tp)) / ctx / dp,
         kv_write_per_token=float(cost.kv_token_bytes(tp)) / dp,
         attn_flops_per_token=float(cost.decode_attention_flops(ctx)) / ctx, cost=cost, tp=tp,
+        log_prompt=np.log(prompt), prefill_kv_byte_s=np.asarray(pre_kv.op_memory_s[ATTENTION]) / 1e9,
+        prefill_flop_s=np.asarray(pre_fl.op_compute_s[ATTENTION]) / 1e15,
     )

@@ -68,6 +68,13 @@ class StepModel:
         """γ at a batch of ``batch`` (the roofline's attention η does not depend on it)."""
         return self.decode_per_token_s
 
+    def chunk_step_s(self, tokens: int, rows: float, held_tokens: float, starts: np.ndarray, ends: np.ndarray,
+                     prompts, batch: int) -> float:
+        """A step of the decoders (``held_tokens`` in all) and prompt chunks [start, end) of ``prompts``."""
+        kv, flops = self.prefill_terms(starts, ends)
+        return self.step_s(tokens, rows, self.kv_read_per_token * held_tokens + kv,
+                           self.attn_flops_per_token * held_tokens + flops)
+
     def prefill_terms(self, starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
         """(KV bytes, attention FLOPs) of prompt chunks [start, end): tokens written plus prefix read, causal attention."""
         kv = (ends - starts) * self.kv_write_per_token + self.kv_read_per_token * starts

@@ -40,6 +40,29 @@ def test_operator_step_model_equals_the_pass(model, tp, engine):
         assert_allclose(table.decode_base_s(b) + table.decode_gamma_s(b) * b * ctx, expected, rtol=1e-9)
 
 
+@pytest.mark.parametrize(("b", "start", "end", "prompt"), [(0, 0, 8192, 8192), (31, 0, 2000, 2000),
+                                                          (100, 4096, 8000, 30000), (7, 16000, 24000, 100000)])
+def test_a_chunk_step_equals_the_mixed_pass(b, start, end, prompt):
+    """Decoders at the decode context plus one chunk of a prompt: the table's step is mixed_chunk_step's pass
+    (the chunk's attention at the prefill efficiency of its prompt; log-interpolated in S, so rtol 1e-3)."""
+    dep = deployment("llama-3.1-8b")
+    st = dep.steps
+    ctx = 1500.0
+    table = build_step_model(dep.cost, dep.machine, 1, 9000, ctx, steps=st)
+    got = table.chunk_step_s(b + end - start, b + (end == prompt), b * ctx, np.array([float(start)]),
+                             np.array([float(end)]), [prompt], b + 1)
+    cost = dep.cost
+    kv = b * cost.kv_sequence_bytes(ctx, 1) + (end - start) * cost.kv_token_bytes(1) \
+        + cost.kv_sequence_bytes(start, 1) * (start > 0)
+    chunk_kv = (end - start) * cost.kv_token_bytes(1) + cost.kv_sequence_bytes(start, 1) * (start > 0)
+    chunk_fl = cost.prefill_attention_flops(start, end)
+    expected = st.pass_fn(cost, dep.machine, tp=1, ep=1, tokens=b + end - start, kv_bytes=kv,
+                          attention_flops=b * cost.decode_attention_flops(ctx) + chunk_fl,
+                          lm_head_rows=b + (end == prompt), batch=b + 1, context=ctx, phase="mixed",
+                          chunk_kv_bytes=chunk_kv, chunk_attention_flops=chunk_fl, chunk_context=prompt).time_s
+    assert_allclose(got, float(expected), rtol=1e-3)
+
+
 def test_one_request_alone_on_the_operator_model():
     dep = deployment("llama-3.1-8b")
     st = dep.steps
@@ -48,7 +71,7 @@ def test_one_request_alone_on_the_operator_model():
                  SimConfig(1, 64, 8192, 1e12, warmup_fraction=0.0))
     # the prompt alone in one mixed step (batch 1, context the decode context), then 100 decode steps
     _, total = mixed_chunk_step(dep.cost, dep.machine, 0, 1050, 1000, 8192, pass_fn=st.pass_fn)
-    assert_allclose(r.ttft_s[0], float(total), rtol=1e-9)
+    assert_allclose(r.ttft_s[0], float(total), rtol=1e-4)  # the chunk at its prompt length, log-interpolated
     each = [table.decode_base_s(1) + table.decode_gamma_s(1) * c for c in range(1001, 1101)]
     assert_allclose(r.tpot_s[0], np.mean(each), rtol=1e-9)
 

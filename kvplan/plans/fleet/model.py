@@ -165,11 +165,7 @@ class InstanceFigures:
 
 def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_bytes_per_gpu: float,
                      max_num_seqs: int, chunk_tokens: int, steps: StepTimes | None = None) -> InstanceFigures:
-    """Step times on a batch grid and the KV-capacity batch limits (formulas in the module docstring).
-
-    ``steps``: the deployment's step-time model (:attr:`kvplan.plans.deployment.Deployment.steps`,
-    per-operator by default); None is the roofline over ``cost``, ``machine`` and ``tp``.
-    """
+    """Step times on a batch grid (``steps``: the deployment's model, None the roofline) and the KV batch limits."""
     steps = steps if steps is not None else StepTimes(cost, machine, tp)
     isl, osl = lengths.isl.astype(np.float64), lengths.osl.astype(np.float64)
     seq_bytes = np.asarray(layout.sequence_bytes(isl + osl, per_gpu=True), dtype=np.float64)

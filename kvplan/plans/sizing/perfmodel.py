@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,6 +25,16 @@ from kvplan.calc.efficiency import Flat
 from kvplan.calc.operators import OperatorEfficiencies, Parallel, Shapes, operator_pass, padded_batch
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
+
+
+@lru_cache(maxsize=1)
+def load_tables():
+    """The shipped per-kernel tables (kvplan/data/perf), parsed once per process; None where none ship."""
+    try:
+        from kvplan.calc.perfdb import load_default
+    except ImportError:
+        return None
+    return load_default()
 
 
 def _vllm_graph_sizes(max_num_seqs: int = 256) -> tuple[int, ...]:
@@ -195,7 +206,6 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     ``"roofline"``: :func:`kvplan.calc.roofline.forward_pass`, one η pair for every operator.
     """
     from kvplan.calc.steptime import PERF_MODELS, StepTimes
-    from kvplan.plans.sizing.latency_ops import load_tables
 
     if perf_model not in PERF_MODELS:
         raise InputError(f"--perf-model must be operators or roofline (got {ascii(perf_model)})",
