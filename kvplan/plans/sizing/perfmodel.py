@@ -223,9 +223,10 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                               efficiencies.step_overhead_s is not None, par, notes, load_tables(),
                                               tps=[tp])
-    notes.insert(0, "step times: the per-operator model (--perf-model operators, the default; "
-                 "--perf-model roofline for one η pair)")
-    return StepTimes(cost, machine, tp, dp, pass_fn, "operators", overlap_comm, tuple(dict.fromkeys(notes)))
+    head = ("step times: the per-operator model (--perf-model operators, the default; --perf-model roofline for "
+            "one η pair): ")
+    return StepTimes(cost, machine, tp, dp, pass_fn, "operators", overlap_comm,
+                     (head + "; ".join(dict.fromkeys(notes)),))
 
 
 def merge_by_tp(by_tp: dict) -> OperatorEfficiencies:
