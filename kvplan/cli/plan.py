@@ -18,7 +18,8 @@ from kvplan.cli.pd import _tps
 from kvplan.plans.fleet.aggregated import EngineSettings, parse_slo
 from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.plans.fleet.answer import answer as fleet_answer
-from kvplan.plans.fleet.plan import fleet_workload, presentation
+from kvplan.plans.fleet.plan import fleet_workload
+from kvplan.report.fleet_tables import presentation
 from kvplan.units import parse_list, parse_seconds, parse_tokens
 
 LengthOpt = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
@@ -111,7 +112,7 @@ def plan_command(
                           seed=seed, max_gpus=max_gpus, max_utilization=max_utilization,
                           allow_long_context=allow_long_context, system=system,
                           gpu_cost=None if closed else parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
-    result = answer.result
+    result = answer.result()
     if chart is not None:  # a closed-loop curve (checked above)
         from kvplan.report.charts import closed_loop_chart
 

@@ -389,16 +389,25 @@ def _aggregated_metrics(context: PlanContext) -> Produced:
     fleet = plan_aggregated(context.model_card, context.hardware_card, fleet_workload, slos,
                             Shape(engine.tensor_parallel_size, engine.pipeline_parallel_size), settings,
                             allow_long_context=engine.allow_long_context)
-    row = fleet.row()
-    values = {f"{kind}_{stat}_s": (row[f"{kind}_{stat}_s"] if row[f"{kind}_{stat}_s"] is not None else math.inf)
+    values = {f"{kind}_{stat}_s": _finite(getattr(fleet, kind).get(stat), math.inf)
               for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")}
-    for key in ("instances", "total_gpus", "batch_per_instance", "kv_demand_mean_bytes", "kv_demand_p99_bytes",
-                "kv_capacity_bytes", "headroom_bytes"):
-        values[key] = row.get(key) if row.get(key) is not None else (math.inf if key != "headroom_bytes" else -math.inf)
-    values["fleet_concurrency"] = row["concurrency"] if row["concurrency"] is not None else math.inf
+    memory = fleet.memory
+    for key in ("instances", "total_gpus", "batch_per_instance"):
+        values[key] = _finite(getattr(fleet, key), math.inf)
+    for key in ("kv_demand_mean_bytes", "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes"):
+        values[key] = _finite(getattr(memory, key) if memory is not None else None,
+                              -math.inf if key == "headroom_bytes" else math.inf)
+    values["fleet_concurrency"] = _finite(fleet.point.concurrency if fleet.point is not None else None, math.inf)
     values["fleet_feasible"] = fleet.feasible
     explain = list(fleet.explain) + ([f"infeasible: {fleet.reason}"] if not fleet.feasible else [])
     return Produced(values, explain, fleet.assumptions)
+
+
+def _finite(value, missing: float):
+    """A plan's figure as a metric: ``missing`` (±inf) where it is undefined (None, NaN or infinite)."""
+    import math
+
+    return value if value is not None and math.isfinite(value) else missing
 
 
 AGGREGATED = Producer("aggregated", compute=_aggregated_metrics, needs_workload=True, module="kvplan.plans.fleet.aggregated")

@@ -29,7 +29,7 @@ from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
 from kvplan.plans.fleet import model as fm
 from kvplan.plans.fleet.binding import binding, binding_detail
-from kvplan.plans.fleet.model import STATS, FleetModel, LengthStats, Point, Slo
+from kvplan.plans.fleet.model import FleetModel, LengthStats, Point, Slo
 from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism, resolve
 from kvplan.units import format_bytes, format_seconds
 from kvplan.workload.slo import parse_slo  # noqa: F401  (re-exported: the one SLO grammar)
@@ -132,9 +132,37 @@ def _check_rate(rate) -> None:
 # --------------------------------------------------------------------------- the plan
 
 
+@dataclass(frozen=True)
+class FleetMemory:
+    """The fleet's memory at its N instances (bytes; ``_per_instance`` for one instance, else the fleet).
+
+    KV per sequence k(C) is per instance (× GPUs); demand = running requests × k(C) at the mean and at
+    the p99 context; held = running × k at the decode context L̄; headroom = capacity − p99 demand.
+    """
+
+    kv_bytes_per_sequence_mean: float
+    kv_bytes_per_sequence_p99: float
+    kv_demand_mean_bytes: float
+    kv_demand_p99_bytes: float
+    kv_demand_mean_bytes_per_instance: float
+    kv_demand_p99_bytes_per_instance: float
+    kv_held_mean_bytes: float
+    kv_capacity_bytes: float
+    kv_capacity_bytes_per_instance: float
+    headroom_bytes: float
+    weights_bytes: float
+    activation_bytes: float
+    memory_demand_bytes: float
+    gpu_memory_bytes: float
+
+
 @dataclass
 class FleetPlan:
-    """An aggregated fleet for one workload: counts, batch, KV, memory, percentile latencies, binding constraint."""
+    """An aggregated fleet for one workload: counts, batch, KV, memory, percentile latencies, binding constraint.
+
+    Built by :func:`plan_fleet` (and grown by its replay in :mod:`kvplan.plans.fleet.plan`); its JSON
+    row is :func:`kvplan.plans.fleet.rows.plan_row` (``row()``), made for output only.
+    """
 
     model: str
     hardware: str
@@ -150,14 +178,15 @@ class FleetPlan:
     point: Point | None = None
     below: Point | None = None
     figures: fm.InstanceFigures | None = None
-    memory: dict = field(default_factory=dict)
-    ttft: dict = field(default_factory=dict)
+    memory: FleetMemory | None = None
+    ttft: dict = field(default_factory=dict)   # {stat: seconds}, stat in model.STATS
     tpot: dict = field(default_factory=dict)
     explain: list[str] = field(default_factory=list)
     sized_by: str = "closed_form"           # or "replay": sized (and checked) by its replay (kvplan.plans.fleet.replay)
     closed_form_instances: int | None = None
     binding_note: str | None = None         # the N − 1 numbers when the replay, not the closed form, binds
     assumptions: list[str] = field(default_factory=list)
+    sim: object | None = None               # the replay (kvplan.sim.SimResult) that sized or checked the plan
     setup: dict = field(default_factory=dict, repr=False)  # cost, machine, layout: for the simulator
 
     @property
@@ -172,48 +201,25 @@ class FleetPlan:
     def batch_per_instance(self) -> int | None:
         return self.point.batch_max if self.point is not None and self.point.batch_max else None
 
+    @property
+    def deployment(self) -> Deployment | None:
+        return self.setup.get("deployment")
+
+    @property
+    def nodes(self) -> int | None:
+        """Whole nodes of the deployment's system the fleet takes: ⌈instances / ⌊node / g⌋⌉ for g <= node GPUs
+        per instance, else instances × ⌈g / node⌉ (an instance spans whole nodes); None without a system."""
+        system = self.deployment.system if self.deployment is not None else None
+        if system is None or self.instances is None:
+            return None
+        node, g = system.accelerators, self.shape.gpus
+        return math.ceil(self.instances / (node // g)) if g <= node else self.instances * math.ceil(g / node)
+
     def row(self) -> dict:
-        """The plan as one flat JSON row (SI units, snake_case keys with unit suffixes)."""
-        p, f = self.point, self.figures
-        row = {
-            "model": self.model, "hardware": self.hardware, "engine": self.engine.engine, "tp": self.shape.tp,
-            "pp": self.shape.pp, "rate_per_s": self.rate_per_s, "instances": self.instances,
-            "gpus_per_instance": self.gpus_per_instance, "total_gpus": self.total_gpus,
-            "batch_per_instance": self.batch_per_instance,
-            "batch_kv": f.batch_kv if f else None, "batch_kv_mean": f.batch_kv_mean if f else None,
-            "batch_kv_p99": f.batch_kv_p99 if f else None,
-            "batch_tpot": p.batch_tpot if p is not None and "tpot" in self.slos else None,
-            "batch_mean": _num(p.batch_mean) if p is not None else None,
-            "concurrency": _num(p.concurrency) if p is not None else None,
-            "running_concurrency": _num(p.running) if p is not None else None,
-        }
-        row.update({k: _num(v) for k, v in self.memory.items()})
-        row.update({f"ttft_{s}_s": _num(self.ttft.get(s)) for s in STATS})
-        row.update({f"tpot_{s}_s": _num(self.tpot.get(s)) for s in STATS})
-        row.update({
-            "decode_step_s": _num(p.step_s) if p is not None else None,
-            "prefill_mean_s": _num(p.prefill_mean_s) if p is not None else None,
-            "prefill_utilization": _num(p.prefill_utilization) if p is not None else None,
-            "slot_utilization": _num(p.slot_utilization) if p is not None else None,
-            "interference_share": _num(p.rho_interference) if p is not None else None,
-            "ttft_slo": _slo_text(self.slos.get("ttft")), "tpot_slo": _slo_text(self.slos.get("tpot")),
-            "binding_constraint": self.binding_constraint, "feasible": self.feasible, "reason": self.reason,
-            "binding_detail": binding_detail(self), "sized_by": self.sized_by,
-            "closed_form_instances": self.closed_form_instances if self.closed_form_instances is not None
-            else self.instances,
-        })
-        return row
+        """The plan as one flat JSON row (:func:`kvplan.plans.fleet.rows.plan_row`)."""
+        from kvplan.plans.fleet.rows import plan_row
 
-
-def _num(value):
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _slo_text(slo: Slo | None) -> str | None:
-    return None if slo is None else f"{slo.stat}<={format_seconds(slo.limit_s).replace(' ', '')}"
+        return plan_row(self)
 
 
 def plan_aggregated(
@@ -325,7 +331,7 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, dep: Deployme
         plan.hint = "raise --max-gpus, relax the SLOs, or lower the rate"
 
 
-def _memory(plan: FleetPlan, dep: Deployment) -> dict:
+def _memory(plan: FleetPlan, dep: Deployment) -> FleetMemory:
     p, f, gpus = plan.point, plan.figures, plan.shape.gpus
     n = plan.instances
     layout = plan.setup["layout"]
@@ -336,17 +342,17 @@ def _memory(plan: FleetPlan, dep: Deployment) -> dict:
     capacity_instance = f.pool_bytes_per_gpu * gpus
     weights = dep.memory.weights_bytes_per_gpu * gpus * n
     activations = dep.memory.activation_bytes * gpus * n
-    return {
-        "kv_bytes_per_sequence_mean": k_mean * gpus, "kv_bytes_per_sequence_p99": k_p99 * gpus,
-        "kv_demand_mean_bytes": per_instance_mean * n, "kv_demand_p99_bytes": per_instance_p99 * n,
-        "kv_demand_mean_bytes_per_instance": per_instance_mean, "kv_demand_p99_bytes_per_instance": per_instance_p99,
-        "kv_held_mean_bytes": p.running * k_held * gpus,
-        "kv_capacity_bytes": capacity_instance * n, "kv_capacity_bytes_per_instance": capacity_instance,
-        "headroom_bytes": (capacity_instance - per_instance_p99) * n,
-        "weights_bytes": weights, "activation_bytes": activations,
-        "memory_demand_bytes": weights + activations + per_instance_mean * n,
-        "gpu_memory_bytes": dep.hardware.hbm_capacity_bytes * gpus * n,
-    }
+    return FleetMemory(
+        kv_bytes_per_sequence_mean=k_mean * gpus, kv_bytes_per_sequence_p99=k_p99 * gpus,
+        kv_demand_mean_bytes=per_instance_mean * n, kv_demand_p99_bytes=per_instance_p99 * n,
+        kv_demand_mean_bytes_per_instance=per_instance_mean, kv_demand_p99_bytes_per_instance=per_instance_p99,
+        kv_held_mean_bytes=p.running * k_held * gpus,
+        kv_capacity_bytes=capacity_instance * n, kv_capacity_bytes_per_instance=capacity_instance,
+        headroom_bytes=(capacity_instance - per_instance_p99) * n,
+        weights_bytes=weights, activation_bytes=activations,
+        memory_demand_bytes=weights + activations + per_instance_mean * n,
+        gpu_memory_bytes=dep.hardware.hbm_capacity_bytes * gpus * n,
+    )
 
 
 def _notes(card, workload: FleetWorkload, shape: Shape, engine: EngineSettings, slos, max_utilization) -> list[str]:
@@ -415,9 +421,9 @@ def _explain(plan: FleetPlan, workload: FleetWorkload, dep: Deployment) -> list[
         f"{format_seconds(p.ttft['mean'])}, p50/p90/p99 = " + _three(p.ttft),
         f"concurrency = λ·(E[TTFT] + E[n]·TPOT) = {p.concurrency:,.4g}; running (holding KV) = "
         f"λ·(own prefill + E[n]·TPOT) = {p.running:,.4g}",
-        f"KV demand = running × k(C) × GPUs/instance: mean {format_bytes(plan.memory['kv_demand_mean_bytes'])}, "
-        f"p99 context {format_bytes(plan.memory['kv_demand_p99_bytes'])}; held on average (k at L̄) "
-        f"{format_bytes(plan.memory['kv_held_mean_bytes'])}; capacity {format_bytes(plan.memory['kv_capacity_bytes'])}",
+        f"KV demand = running × k(C) × GPUs/instance: mean {format_bytes(plan.memory.kv_demand_mean_bytes)}, "
+        f"p99 context {format_bytes(plan.memory.kv_demand_p99_bytes)}; held on average (k at L̄) "
+        f"{format_bytes(plan.memory.kv_held_mean_bytes)}; capacity {format_bytes(plan.memory.kv_capacity_bytes)}",
     ]
     if plan.below is not None:
         b = plan.below

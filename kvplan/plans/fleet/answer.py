@@ -1,17 +1,21 @@
 """``kvplan plan``'s one library call: the open-loop fleet plan or the closed-loop curve, and its "no".
 
 ``answer`` picks the planner from the request (``concurrency`` given: the closed loop of
-``closed.closed_loop_result``; else the open-loop search of ``plan.plan``), notes the trace rows
-that were skipped, and, when no plan meets the SLOs, returns the reason and a hint named by the
+``closed.closed_loop_result``; else the open-loop search of ``plan.plan``, a typed
+:class:`~kvplan.plans.fleet.plan.FleetAnswer`), notes the trace rows that were skipped, and, when no plan meets the SLOs, returns the reason and a hint named by the
 binding constraint (``binding.py``) beside the result, so the command can show the rows first
 and say "no" once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kvplan.result import Result
+
+if TYPE_CHECKING:
+    from kvplan.plans.fleet.plan import FleetAnswer
 
 HINTS = {
     "kv_capacity": "raise --tp or --pp, use --kv-dtype fp8, or quantise the weights (--weights-dtype fp8)",
@@ -21,18 +25,26 @@ HINTS = {
 DEFAULT_HINT = "raise --max-gpus, relax the SLOs or lower the rate"
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanAnswer:
-    """The rows to show; ``closed`` for the closed-loop curve; ``no`` = (reason, hint) when infeasible."""
+    """``fleet``: the open-loop answer (typed); ``curve``: the closed-loop curve; ``no`` = (reason, hint) when infeasible."""
 
-    result: Result
-    closed: bool = False
+    fleet: FleetAnswer | None = None
+    curve: Result | None = None
     no: tuple[str, str] | None = None
 
+    @property
+    def closed(self) -> bool:
+        return self.curve is not None
 
-def infeasible_hint(row: dict) -> str:
+    def result(self) -> Result:
+        """What the command renders; the "no" is said once, by the command, from ``no``."""
+        return self.curve if self.fleet is None else self.fleet.result(with_verdict=False)
+
+
+def infeasible_hint(binding_constraint: str) -> str:
     """What to change, by the binding constraint of the best plan found."""
-    return HINTS.get(row["binding_constraint"], DEFAULT_HINT)
+    return HINTS.get(binding_constraint, DEFAULT_HINT)
 
 
 def answer(model, hardware, workload, slos, settings, *, concurrency: list[int] | None = None, instances: int = 1,
@@ -43,19 +55,19 @@ def answer(model, hardware, workload, slos, settings, *, concurrency: list[int] 
     if concurrency is not None:
         from kvplan.plans.fleet.closed import closed_loop_result
 
-        return PlanAnswer(closed_loop_result(model, hardware, workload, concurrency, instances=instances, tps=tps,
-                                             pps=pps, engine=settings, system=system, requests=sim_requests,
-                                             seed=seed, cards=cards), closed=True)
+        return PlanAnswer(curve=closed_loop_result(model, hardware, workload, concurrency, instances=instances,
+                                                   tps=tps, pps=pps, engine=settings, system=system,
+                                                   requests=sim_requests, seed=seed, cards=cards))
     from kvplan.plans.fleet.plan import plan
 
-    result = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=list(scale),
-                  simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
-                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
-                  gpu_cost=gpu_cost, cards=cards)
+    fleet = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=list(scale),
+                 simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
+                 max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
+                 gpu_cost=gpu_cost, cards=cards)
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")
-        result.assumptions.insert(0, f"skipped {len(skipped)} malformed row{'s' if len(skipped) > 1 else ''} (lines {shown})")
-    no = (result.verdict, infeasible_hint(result.rows[0])) if result.failed else None
-    result.failed, result.verdict = False, None
-    return PlanAnswer(result, no=no)
+        fleet = replace(fleet, notes=(f"skipped {len(skipped)} malformed row{'s' if len(skipped) > 1 else ''} "
+                                      f"(lines {shown})", *fleet.notes))
+    no = (fleet.verdict, infeasible_hint(fleet.plan.binding_constraint)) if fleet.failed else None
+    return PlanAnswer(fleet=fleet, no=no)

@@ -1,22 +1,15 @@
 """``kvplan plan``: the fleet for a workload, its scale-out table and (optionally) a simulation beside it.
 
-Rows (what ``--format json`` prints):
-
-- ``kind: plan`` — the plan at the workload's rate: every key of :meth:`FleetPlan.row`
-  (``instances``, ``gpus_per_instance``, ``total_gpus``, ``batch_per_instance``, ``concurrency``,
-  ``kv_demand_mean_bytes``, ``kv_demand_p99_bytes``, ``kv_capacity_bytes``, ``headroom_bytes``,
-  ``ttft_{mean,p50,p90,p95,p99}_s``, ``tpot_…_s``, ``binding_constraint``, ``feasible``, …) and,
-  with ``simulate``, ``sim_ttft_…_s``, ``sim_tpot_…_s``, ``sim_requests``, ``sim_batch_mean``.
-- ``kind: scale`` — one row per rate multiplier (default 2×, 5×, 10×): instances, GPUs, batch,
-  binding constraint, feasibility and the percentile latencies of the re-planned fleet.
-
-``presentation`` turns that Result into the tables people read.
+Returns a typed :class:`FleetAnswer` (the chosen plan, the runners-up, one re-plan per rate
+multiplier, notes, the chain of numbers); its JSON rows are made by :mod:`kvplan.plans.fleet.rows`
+for output only, and :mod:`kvplan.report.fleet_tables` turns them into the tables people read.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import InputError
@@ -24,7 +17,7 @@ from kvplan.plans.deployment import Deployment, Parallelism, resolve, resolve_ca
 from kvplan.plans.fleet.aggregated import (EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_inputs, _check_rate,
                                            plan_fleet)
 from kvplan.result import Result
-from kvplan.units import format_bytes, format_seconds
+from kvplan.units import format_seconds
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace
 
@@ -33,20 +26,67 @@ PLAN_COLUMNS = [
     "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
     "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "binding_constraint", "feasible",
 ]
-SCALE_COLUMNS = ["rate_multiplier", "rate_per_s", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
-                 "tpot_p99_s", "binding_constraint", "feasible"]
-BINDING_TEXT = {
-    "none": "none: one instance meets every constraint",
-    "kv_capacity": "KV capacity (the batch an instance's KV pool holds)",
-    "max_num_seqs": "max_num_seqs (the engine's batch cap)",
-    "max_num_batched_tokens": "the token budget per step (max_num_batched_tokens / 2 caps the batch)",
-    "tpot_slo": "TPOT SLO (the batch whose step time meets it)",
-    "ttft_slo": "TTFT SLO (prefill queueing)",
-    "memory": "memory (weights and reserves leave no KV on the instance)",
-    "link": "a transfer link",
-    "utilization": "queue utilisation above the ceiling (no TTFT SLO)",
-    "instances": "instance count limit",
-}
+
+
+@dataclass(frozen=True)
+class ScalePoint:
+    """The chosen shape re-planned at ``multiplier`` × the workload's rate."""
+
+    multiplier: float
+    plan: FleetPlan
+
+
+@dataclass(frozen=True)
+class FleetAnswer:
+    """``kvplan plan``'s answer: the chosen plan, every shape searched (chosen first), the scale-out re-plans.
+
+    ``notes`` are the assumptions and defaults taken, ``explain`` the chain of numbers; ``rows`` is the
+    JSON form (:func:`kvplan.plans.fleet.rows.answer_rows`), made when output asks for it.
+    """
+
+    plan: FleetPlan
+    candidates: tuple[FleetPlan, ...]
+    scale: tuple[ScalePoint, ...]
+    notes: tuple[str, ...]
+    explain: tuple[str, ...]
+    title: str
+    rate_per_s: float
+    mean_osl: float
+    gpu_cost: dict | None = None
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def feasible(self) -> bool:
+        return self.plan.feasible
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.plan.feasible else f"infeasible: {self.plan.reason}"
+
+    @property
+    def failed(self) -> bool:
+        return not self.plan.feasible
+
+    @property
+    def assumptions(self) -> list[str]:
+        return list(self.notes)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(PLAN_COLUMNS)
+
+    @property
+    def rows(self) -> list[dict]:
+        from kvplan.plans.fleet.rows import answer_rows
+
+        return answer_rows(self)
+
+    def result(self, with_verdict: bool = True) -> Result:
+        """The answer as a :class:`Result` for the renderers (rows, columns, explain, notes and, with
+        ``with_verdict``, the verdict)."""
+        return Result(title=self.title, rows=self.rows, columns=self.columns, explain=list(self.explain),
+                      assumptions=list(self.notes), verdict=self.verdict if with_verdict else None,
+                      failed=self.failed and with_verdict)
 
 
 def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None, isl: str | None = None,
@@ -90,23 +130,23 @@ def plan(
     scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False, sim_requests: int | None = None, seed: int = 0,
     max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False, system=None,
     gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (),
-) -> Result:
-    """The fleet for ``workload`` (one ``kind: plan`` row), the runners-up, a re-plan per rate multiplier.
+) -> FleetAnswer:
+    """The fleet for ``workload`` (the chosen plan), the runners-up, a re-plan per rate multiplier.
 
     ``model`` is a :class:`Deployment` (then ``hardware``, ``shape``, ``engine`` and ``system`` come
     from it: the shape is pinned) or a model name or card, resolved with ``hardware``/``system``.
     ``shape`` pins the instance (one TP and PP); otherwise ``tps`` × ``pps`` are searched
     (:mod:`kvplan.plans.fleet.search`; default TP 1, 2, 4, 8 and PP where needed) and the cheapest
-    feasible plan is ``kind: plan``, every other shape a ``kind: candidate`` row. The scale-out rows
+    feasible plan is the answer's ``plan``, every shape its ``candidates``. The scale-out re-plans
     keep the chosen shape.
     ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
     ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
     ``gpu_cost``: {hardware: price per GPU-hour}; every row then carries its cost per hour and per
     million output tokens (:mod:`kvplan.plans.fleet.cost`), and the search compares cost.
+    ``cards``: extra card folders.
     """
     from kvplan.cards.loader import load_model, usual_system
-    from kvplan.plans.fleet.cost import cost_fields
     from kvplan.plans.fleet.search import search_shapes
 
     if shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1):
@@ -145,20 +185,18 @@ def plan(
         found = search_shapes(card, hw, workload, list(slos), tps, pps, engine, system=sys_card, cards=cards,
                               gpu_cost=gpu_cost, replay=replay if simulate else None, **kwargs)
         main, candidates, skipped = found.best, found.candidates, found.skipped
-    chosen = main.setup["deployment"]
+    chosen = main.deployment
     card, engine = chosen.model, chosen.engine
-    row = {"kind": "plan", **main.row(), **nodes_of(main)}
     notes = ([assumed] if assumed else []) + list(main.assumptions)
     explain = list(main.explain)
     if len(candidates) > 1:
         notes.append("parallelism searched: " + ", ".join(_shape_text(p) for p in candidates)
                      + f"; chosen {_shape_text(main, brief=True)} (the cheapest feasible)" + (
                          "; " + "; ".join(skipped) if skipped else ""))
-    sim = main.setup.get("sim")
+    sim = main.sim
     if simulate and sim is None:
         notes.append("simulation skipped: no fleet to simulate")
     elif sim is not None:
-        row.update(sim.stats())
         explain += _sim_explain(main, sim)
         source = "the trace" if workload.trace is not None else f"sampled, seed {seed}"
         notes.append(f"simulation: {sim.requests:,} requests ({source})"
@@ -166,40 +204,22 @@ def plan(
                      f"in {sim.wall_s:.2f} s")
         if sim.rejected:
             notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
-    rows = [row] + [_candidate_row(p) for p in candidates if p is not main]
-    mean_osl = workload.lengths.mean_osl
+    scaled_plans = []
     for multiplier in scale:
         scaled_workload = workload.scaled(multiplier)
         scaled = plan_fleet(chosen, scaled_workload, list(slos), **kwargs)
         if simulate and scaled.instances is not None:
             _size_by_replay(scaled, scaled_workload, sim_requests, seed, max_gpus)
-        rows.append(_scale_row(multiplier, scaled))
-    if gpu_cost:
-        for r in rows:
-            r.update(cost_fields(r["total_gpus"] if r.get("feasible") else None, main.hardware, r["rate_per_s"]
-                                 if "rate_per_s" in r else workload.rate_per_s, mean_osl, gpu_cost))
-        if main.hardware not in gpu_cost:
-            notes.append(f"--gpu-cost names no price for {main.hardware}: costs left out")
-    verdict = None if main.feasible else f"infeasible: {main.reason}"
+        scaled_plans.append(ScalePoint(multiplier, scaled))
+    if gpu_cost and main.hardware not in gpu_cost:
+        notes.append(f"--gpu-cost names no price for {main.hardware}: costs left out")
     title = (f"Fleet plan: {card.name} on {chosen.hardware.name}"
              + (f" ({chosen.system.name} nodes)" if chosen.system is not None else "") + f", tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
              + (f" (searched {len(candidates)} shapes)" if len(candidates) > 1 else "")
              + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
-    return Result(title=title, rows=rows, columns=PLAN_COLUMNS, explain=explain, assumptions=notes,
-                  verdict=verdict, failed=not main.feasible)
-
-
-def nodes_of(p: FleetPlan) -> dict:
-    """Whole nodes of the deployment's system the fleet takes: ⌈instances / ⌊node / g⌋⌉ for g <= node GPUs per
-    instance, else instances × ⌈g / node⌉ (an instance spans whole nodes); None without a system."""
-    dep = p.setup.get("deployment")
-    system = dep.system if dep is not None else None
-    if system is None or p.instances is None:
-        return {"system": system.name if system is not None else None, "accelerators_per_node":
-                system.accelerators if system is not None else None, "nodes": None}
-    node, g = system.accelerators, p.shape.gpus
-    nodes = math.ceil(p.instances / (node // g)) if g <= node else p.instances * math.ceil(g / node)
-    return {"system": system.name, "accelerators_per_node": node, "nodes": nodes}
+    return FleetAnswer(plan=main, candidates=tuple(candidates), scale=tuple(scaled_plans), notes=tuple(notes),
+                       explain=tuple(explain), title=title, rate_per_s=workload.rate_per_s,
+                       mean_osl=workload.lengths.mean_osl, gpu_cost=gpu_cost or None, skipped=tuple(skipped))
 
 
 def _shape_text(p: FleetPlan, brief: bool = False) -> str:
@@ -207,20 +227,6 @@ def _shape_text(p: FleetPlan, brief: bool = False) -> str:
     if brief:
         return shape
     return f"{shape} → " + (f"{p.total_gpus:,} GPUs" if p.feasible else f"infeasible ({p.binding_constraint})")
-
-
-CANDIDATE_KEYS = ("tp", "pp", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
-                  "tpot_p99_s", "binding_constraint", "binding_detail", "feasible", "reason", "sized_by")
-
-
-def _candidate_row(p: FleetPlan) -> dict:
-    row = p.row()
-    out = {"kind": "candidate", **{k: row.get(k) for k in CANDIDATE_KEYS}, "nodes": nodes_of(p)["nodes"]}
-    sim = p.setup.get("sim")
-    if sim is not None:
-        stats = sim.stats()
-        out.update({"sim_ttft_p99_s": stats["sim_ttft_p99_s"], "sim_tpot_p99_s": stats["sim_tpot_p99_s"]})
-    return out
 
 
 def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed: int, max_gpus):
@@ -233,7 +239,7 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
     n0 = main.instances
     closed = {"ttft": dict(main.ttft), "tpot": dict(main.tpot)}
     outcome = replay_until_met(main, workload, sim_requests, seed, limit)
-    main.setup["sim"] = outcome.sim
+    main.sim = outcome.sim
     main.closed_form_instances, main.sized_by = n0, "replay"
     first_broken = outcome.trail[0][1]
     if outcome.instances is None:
@@ -243,7 +249,7 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
         figure = (f" (closed form {format_seconds(closed[kind].get(slo.stat))})" if slo is not None else "")
         grown = at_instances(main, tried)
         main.instances, main.point, main.ttft, main.tpot = tried, grown.point, grown.ttft, grown.tpot
-        main.memory = _memory(main, main.setup["deployment"])
+        main.memory = _memory(main, main.deployment)
         main.feasible, main.sized_by = False, "replay"
         main.binding_constraint = f"{kind}_slo" if slo is not None else "kv_capacity"
         main.reason = (f"the plan's own replay breaks the SLO: at {n0:,} instances (the closed form's fleet) "
@@ -265,8 +271,8 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
         figure = f" (closed form {format_seconds(closed_below.get(slo.stat))})" if slo is not None else ""
         main.binding_note = (f"at N − 1 = {n - 1:,} instances the replay gives {broken}{figure}; the closed form "
                              f"alone would plan {n0:,}")
-        main.memory = _memory(main, main.setup["deployment"])
-        main.explain = _explain(main, workload, main.setup["deployment"]) + [f"replay: the closed form's {n0:,} instances break the SLO in the replay "
+        main.memory = _memory(main, main.deployment)
+        main.explain = _explain(main, workload, main.deployment) + [f"replay: the closed form's {n0:,} instances break the SLO in the replay "
                                        f"({first_broken}); tried " + ", ".join(
                                            f"{k:,} ({'meets' if b is None else b})" for k, b in outcome.trail)
                                        + f" → {n:,} instances"]
@@ -279,14 +285,6 @@ def _size_by_replay(main: FleetPlan, workload: FleetWorkload, sim_requests, seed
 def _kind(broken: str) -> str | None:
     """'TTFT p99 …' → 'ttft', 'TPOT …' → 'tpot', a KV rejection → None."""
     return broken[:4].lower() if broken[:4] in ("TTFT", "TPOT") else None
-
-
-def _scale_row(multiplier: float, p: FleetPlan) -> dict:
-    row = p.row()
-    keep = ["rate_per_s", "sized_by", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "batch_mean",
-            "concurrency", "kv_demand_mean_bytes", *(f"{k}_{s}_s" for k in ("ttft", "tpot") for s in ("p50", "p90", "p99")),
-            "binding_constraint", "feasible", "reason"]
-    return {"kind": "scale", "rate_multiplier": multiplier, **{k: row.get(k) for k in keep}, "nodes": nodes_of(p)["nodes"]}
 
 
 def _sim_explain(p: FleetPlan, sim) -> list[str]:
@@ -307,72 +305,3 @@ def _diff(closed, simulated) -> str:
     if closed is None or simulated in (None, 0) or not math.isfinite(closed):
         return "—"
     return f"{(closed - simulated) / simulated * 100:+.1f}%"
-
-
-# --------------------------------------------------------------------------- tables for people
-
-
-def presentation(result: Result) -> list[Result]:
-    """The plan as quantity/value rows, closed form vs simulation when present, and the scale-out table."""
-    row = result.rows[0]
-    items = [("rate", f"{row['rate_per_s']:,.4g} req/s")]
-    if row["instances"] is not None:
-        items += [
-            ("instances × GPUs each = GPUs", f"{row['instances']:,} × {row['gpus_per_instance']} = {row['total_gpus']:,}"
-             + (f" on {row['nodes']:,} node{'s' if row['nodes'] != 1 else ''} of {row['accelerators_per_node']} "
-                f"({row['system']})" if row.get("nodes") else "")),
-            ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}"),
-            ("batch limits: KV (CLT p99) / KV at mean C / KV at p99 C / TPOT SLO",
-             " / ".join(_count(row.get(k)) for k in ("batch_kv", "batch_kv_mean", "batch_kv_p99", "batch_tpot"))),
-            ("mean batch per instance", f"{row['batch_mean']:,.3g}"),
-            ("concurrency (Little: λ × time in system)", f"{row['concurrency']:,.4g}"),
-            ("KV demand at mean / p99 final context (fleet)",
-             f"{format_bytes(row['kv_demand_mean_bytes'])} / {format_bytes(row['kv_demand_p99_bytes'])}"),
-            ("KV held on average (fleet, context ISL + tokens so far)", format_bytes(row["kv_held_mean_bytes"])),
-            ("KV capacity / headroom at p99 context (fleet)",
-             f"{format_bytes(row['kv_capacity_bytes'])} / {format_bytes(row['headroom_bytes'])}"),
-            ("memory: weights + activations + KV demand / GPU memory",
-             f"{format_bytes(row['memory_demand_bytes'])} / {format_bytes(row['gpu_memory_bytes'])}"),
-        ]
-    for kind in ("ttft", "tpot"):
-        items.append((f"{kind.upper()} mean / p50 / p90 / p99" + (f" (SLO {row[f'{kind}_slo']})" if row[f"{kind}_slo"] else ""),
-                      " / ".join(format_seconds(row[f"{kind}_{s}_s"]) if row[f"{kind}_{s}_s"] is not None else "—"
-                                 for s in ("mean", "p50", "p90", "p99"))))
-    if row.get("fleet_cost_per_hour") is not None:
-        items.append(("cost: fleet per hour / per million output tokens (at --gpu-cost "
-                      f"{row['gpu_cost_per_gpu_hour']:g} per GPU-hour)",
-                      f"{row['fleet_cost_per_hour']:,.4g} / {row['cost_per_million_output_tokens']:,.4g}"))
-    binding = BINDING_TEXT.get(row["binding_constraint"], row["binding_constraint"])
-    items.append(("binding constraint", binding + (f"; {row['binding_detail']}" if row.get("binding_detail") else "")))
-    items.append(("feasible", "yes" if row["feasible"] else f"no: {row['reason']}"))
-    tables = [Result(title=result.title, rows=[{"quantity": k, "value": v} for k, v in items],
-                     columns=["quantity", "value"], explain=result.explain, assumptions=result.assumptions)]
-    if "sim_ttft_p50_s" in row:
-        compare = []
-        for kind in ("ttft", "tpot"):
-            for s in ("mean", "p50", "p90", "p99"):
-                closed, simulated = row[f"{kind}_{s}_s"], row[f"sim_{kind}_{s}_s"]
-                compare.append({"metric": f"{kind}_{s}", "closed_form_s": closed, "simulated_s": simulated,
-                                "difference": _diff(closed, simulated)})
-        tables.append(Result(title=f"Closed form vs simulation ({row['sim_requests']:,} requests)", rows=compare,
-                             columns=["metric", "closed_form_s", "simulated_s", "difference"]))
-    others = [r for r in result.rows if r.get("kind") == "candidate"]
-    if others:
-        shown = [{**r, "binding_constraint": r["binding_constraint"] if r["feasible"]
-                  else f"{r['binding_constraint']}: {r['reason']}"} for r in others]
-        tables.append(Result(title="Runners-up: the other instance shapes searched", rows=shown,
-                             columns=["tp", "pp", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
-                                      "tpot_p99_s", "binding_constraint", "feasible"]))
-    scale = [r for r in result.rows if r.get("kind") == "scale"]
-    if scale:
-        shown = [{**r, "rate_multiplier": f"{r['rate_multiplier']:g}×",
-                  "binding_constraint": r["binding_constraint"] if r["feasible"] else f"{r['binding_constraint']}: {r['reason']}"}
-                 for r in scale]
-        tables.append(Result(title=f"Scaling out: the same workload at higher rates (tp={row['tp']}"
-                             + (f" pp={row['pp']}" if row["pp"] > 1 else "") + " instances)", rows=shown,
-                             columns=SCALE_COLUMNS))
-    return tables
-
-
-def _count(value) -> str:
-    return "—" if value is None else f"{value:,}"
