@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -145,8 +144,8 @@ def pd_command(
     fmt = output_format(fmt, output)
     explain = explain or checklist
     if not result.failed:
-        emit(result, fmt, output, explain)
+        emit(result.result(), fmt, output, explain)
         return
     # the infeasible verdict is said once, as the Error line (not also under the table)
-    emit(replace(result, failed=False, verdict=None), fmt, output, explain)
-    raise InfeasibleError(result.verdict, pd_hint(result.rows))
+    emit(result.result(with_verdict=False), fmt, output, explain)
+    raise InfeasibleError(result.verdict, pd_hint(result.plan))

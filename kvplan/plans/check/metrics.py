@@ -298,15 +298,17 @@ def _pd_metrics(context: PlanContext) -> Produced:
                      osl=workload.osl, trace=trace, trace_format=workload.trace_format, ttft=plan.slo.ttft,
                      tpot=plan.slo.tpot, settings=settings, aggregated=False, sensitivity=False,
                      allow_long_context=engine.allow_long_context, cards=context.cards)
-    row = result.rows[0]
-    values = {key: row[key] for key in PD_KEYS if row.get(key) is not None}
-    values["pd_total_gpus"] = row["total_gpus"] if row["total_gpus"] is not None else float("inf")
-    values["pd_feasible"] = bool(row["feasible"])
+    pd = result.plan
+    figures = {"prefill_gpus": pd.prefill.gpus, "decode_gpus": pd.decode.gpus, "prefill_instances": pd.prefill.instances,
+               "decode_instances": pd.decode.instances, **{key: getattr(pd, key) for key in PD_KEYS[4:]}}
+    values = {key: figures[key] for key in PD_KEYS if figures[key] is not None}
+    values["pd_total_gpus"] = pd.total_gpus if pd.total_gpus is not None else float("inf")
+    values["pd_feasible"] = bool(pd.feasible)
     for kind in ("ttft", "tpot"):
-        if row.get(f"{kind}_p99_s") is not None:
-            values[f"pd_{kind}_p99_s"] = row[f"{kind}_p99_s"]
-    values["pd_goodput_per_gpu"] = row["goodput_per_gpu"]
-    return Produced(values, result.explain, result.assumptions, result)
+        if getattr(pd, kind).get("p99") is not None:
+            values[f"pd_{kind}_p99_s"] = getattr(pd, kind)["p99"]
+    values["pd_goodput_per_gpu"] = pd.goodput_per_gpu
+    return Produced(values, list(result.explain), result.assumptions, result.result())
 
 
 PD_KEYS = ("prefill_gpus", "decode_gpus", "prefill_instances", "decode_instances", "kv_transfer_s",

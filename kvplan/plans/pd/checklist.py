@@ -33,27 +33,28 @@ def _b(v) -> str:
     return format_bytes(v) if v is not None and math.isfinite(v) else "∞"
 
 
-def checklist(setup, workload, outcome, rows, models_for) -> tuple[list[str], dict]:
-    """(lines, figures) of the checklist for the chosen candidate ``outcome.best``."""
+def checklist(setup, workload, outcome, plans, models_for) -> tuple[list[str], dict]:
+    """(lines, figures) of the checklist for the chosen candidate ``outcome.best``; ``plans``: the base plan first,
+    then the others (:class:`~kvplan.plans.pd.result.PdPlan`; the placements among them)."""
     c = outcome.best
     if c is None:
         return ["checklist: no plan meets the SLOs, nothing to check"], {}
-    base = rows[0]
+    base = plans[0]
     dep_d = setup.decode.deployments[c.shape_d]
     dm = c.pair.d
     stat_t, stat_d = setup.ttft.stat, setup.tpot.stat
-    b_slo = base["decode_batch_at_slo"] or 0.0
-    tpot = base[f"tpot_{stat_d}_s"]
+    b_slo = base.decode_batch_at_slo or 0.0
+    tpot = base.tpot_at(stat_d)
     figures: dict = {}
     lines = []
     # 1. where the KV lives
-    total = base["decode_gpus"] * dm.kv_budget_bytes_per_gpu
+    total = base.decode.gpus * dm.kv_budget_bytes_per_gpu
     shape = c.shape_d
     copies = (f"MLA latent once per attention-DP rank, replicated on its {shape.tp} TP rank(s)"
               if setup.card.layer_groups and any(g.kind == "mla" for g in setup.card.layer_groups)
               else f"KV heads split over TP {shape.tp}")
     tier = _tier(setup)
-    lines.append(f"1. KV lives in decode HBM: {base['decode_gpus']} GPUs × {_b(dm.kv_budget_bytes_per_gpu)} budget = "
+    lines.append(f"1. KV lives in decode HBM: {base.decode.gpus} GPUs × {_b(dm.kv_budget_bytes_per_gpu)} budget = "
                  f"{_b(total)} ({copies}); cached prefix ({setup.cached_fraction:.3g} of prompt tokens) in "
                  + (f"{tier.name} ({tier.kind})" if tier else "a tier the system card does not list"))
     figures["kv_pool_bytes"] = total
@@ -77,21 +78,21 @@ def checklist(setup, workload, outcome, rows, models_for) -> tuple[list[str], di
                  "preempts (swaps or recomputes) now; ") + f"KV headroom ×{headroom:.2g} in concurrency (the step time "
                  "may saturate decode throughput before the KV fills: item 6)")
     # 4. migration
-    rho, wait = base["link_utilization"], base["link_wait_s"]
+    rho, wait = base.link_utilization, base.link_wait_s
     keeps = rho is not None and rho < 1
     figures.update(migration_keeps_up=keeps)
-    lines.append(f"4. migration: P→D over {base['link']} at utilisation {rho:.3g}, wait {_sec(wait)}, exposed "
-                 f"{_sec(base['exposed_transfer_s'])} of a {_sec(base['kv_transfer_s'])} transfer — "
+    lines.append(f"4. migration: P→D over {base.link} at utilisation {rho:.3g}, wait {_sec(wait)}, exposed "
+                 f"{_sec(base.exposed_transfer_s)} of a {_sec(base.kv_transfer_s)} transfer — "
                  + ("keeps up" if keeps else "does not keep up"))
     # 5. remote KV tail
-    placed = {r["placement"]: r for r in rows if r.get("placement")}
+    placed = {r.placement.name: r for r in plans if r.placement is not None}
     near, far = placed.get("one-domain"), placed.get("partitions") or placed.get("across-domains")
     text = "5. remote KV tail: "
-    if near and far and near["feasible"] and far["feasible"]:
-        d_ttft = far[f"ttft_{stat_t}_s"] - near[f"ttft_{stat_t}_s"]
-        d_tpot = far[f"tpot_{stat_d}_s"] - near[f"tpot_{stat_d}_s"]
+    if near and far and near.feasible and far.feasible:
+        d_ttft = far.ttft_at(stat_t) - near.ttft_at(stat_t)
+        d_tpot = far.tpot_at(stat_d) - near.tpot_at(stat_d)
         figures.update(remote_ttft_cost_s=d_ttft, remote_tpot_cost_s=d_tpot)
-        text += (f"over the NIC ({far['placement']}) TTFT {stat_t} {d_ttft * 1e3:+.3g} ms, TPOT {stat_d} "
+        text += (f"over the NIC ({far.placement.name}) TTFT {stat_t} {d_ttft * 1e3:+.3g} ms, TPOT {stat_d} "
                  f"{d_tpot * 1e3:+.3g} ms against one domain")
     else:
         text += "placements not both planned (see notes)"
@@ -117,21 +118,21 @@ def _tier(setup):
 
 def _verdict(setup, workload, c, placed, models_for, figures) -> str:
     """A supernode is needed when the picked placement beats instances assembled from separate nodes."""
-    picked = next((r for r in placed.values() if r.get("placement_picked")), None)
+    picked = next((r for r in placed.values() if r.placement.picked), None)
     across = placed.get("across-domains")
-    stat = f"tpot_{setup.tpot.stat}_s"
+    stat = setup.tpot.stat
     if picked is None:
         text = "supernode: no placement meets the SLOs"
     elif across is None:
         text = "supernode: cannot tell — across-domains not planned (a NIC figure is missing, see notes)"
-    elif picked is across or picked["total_gpus"] == across["total_gpus"] and across["feasible"] and \
-            not picked[stat] < 0.9 * across[stat]:
+    elif picked is across or picked.total_gpus == across.total_gpus and across.feasible and \
+            not picked.tpot_at(stat) < 0.9 * across.tpot_at(stat):
         text = (f"supernode: not needed — assembled from {min(setup.prefill.node, setup.decode.node)}-GPU nodes "
-                f"over the NIC the same SLOs take the same {across['total_gpus']} GPUs")
+                f"over the NIC the same SLOs take the same {across.total_gpus} GPUs")
     else:
-        other = (f"{across['total_gpus']} GPUs, TPOT {_sec(across[stat])}" if across["feasible"]
-                 else f"misses the SLOs ({across['binding_constraint']})")
-        text = (f"supernode: yes — {picked['placement']} {picked['total_gpus']} GPUs, TPOT {_sec(picked[stat])}; "
+        other = (f"{across.total_gpus} GPUs, TPOT {_sec(across.tpot_at(stat))}" if across.feasible
+                 else f"misses the SLOs ({across.binding_constraint})")
+        text = (f"supernode: yes — {picked.placement.name} {picked.total_gpus} GPUs, TPOT {_sec(picked.tpot_at(stat))}; "
                 f"assembled from {min(setup.prefill.node, setup.decode.node)}-GPU nodes over the NIC: {other}")
     figures["needs_supernode"] = text.startswith("supernode: yes")
     x, y = c.point.x, c.point.y

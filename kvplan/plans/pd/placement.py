@@ -29,6 +29,7 @@ import math
 from kvplan.errors import MissingFigureError
 from kvplan.plans.pd.link import PATH_NAMES, LinkOverride, resolve_link
 from kvplan.plans.pd.model import transfer_model
+from kvplan.plans.pd.result import Placement
 from kvplan.plans.pd.search import PairModel
 from kvplan.units import format_seconds
 
@@ -44,8 +45,9 @@ def fragmented(machine, node: int):
     return dataclasses.replace(machine, scale_up_domain=min(machine.scale_up_domain, float(node)))
 
 
-def placement_rows(setup, workload, best, models_for, make_candidate, pd_row, unit_of) -> tuple[list[dict], list[str]]:
-    """Rows of the three placements for the chosen shapes and the planner's pick (see the module docstring)."""
+def placement_plans(setup, workload, best, models_for, make_candidate, pd_plan, unit_of) -> tuple[list, list[str]]:
+    """Plans (:class:`~kvplan.plans.pd.result.PdPlan`) of the three placements for the chosen shapes, the
+    planner's pick marked, and notes (see the module docstring)."""
     shape_p, shape_d = best.shape_p, best.shape_d
     side_p, side_d = setup.prefill.side, setup.decode.side
     domain = side_p.scale_up_domain
@@ -77,37 +79,38 @@ def placement_rows(setup, workload, best, models_for, make_candidate, pd_row, un
         if point is None:
             point = pair.evaluate(best.point.x, best.point.y)
         cand = make_candidate(shape_p, shape_d, link, pair, point)
-        row = pd_row(setup, workload, cand, f"placement: {name}")
+        plan = pd_plan(setup, workload, cand, f"placement: {name}")
         unit = unit_of(point.x, point.y, shape_p.gpus, shape_d.gpus)
         fits = unit <= domain if name == "one-domain" else True
-        row.update({"placement": name, "placement_fits": fits,
-                    "placement_reason": None if fits else f"one {point.x}P{point.y}D unit is {unit} GPUs, more than "
-                                                          f"the {domain:g}-GPU scale-up domain"})
-        rows.append(row)
-        if row["feasible"] and fits:
-            picked.append(row)
+        plan = dataclasses.replace(plan, placement=Placement(
+            name, fits, reason=None if fits else f"one {point.x}P{point.y}D unit is {unit} GPUs, more than the "
+                                                 f"{domain:g}-GPU scale-up domain"))
+        rows.append(plan)
+        if plan.feasible and fits:
+            picked.append(plan)
     if picked:
         stat_t, stat_d = setup.ttft.stat, setup.tpot.stat
-        choice = min(picked, key=lambda r: (r["total_gpus"], r[f"ttft_{stat_t}_s"], r[f"tpot_{stat_d}_s"]))
-        choice["placement_picked"] = True
+        choice = min(picked, key=lambda r: (r.total_gpus, r.ttft_at(stat_t), r.tpot_at(stat_d)))
         others = [r for r in rows if r is not choice]
-        choice["placement_reason"] = _reason(choice, others, stat_t, stat_d)
+        chosen = dataclasses.replace(choice, placement=dataclasses.replace(
+            choice.placement, picked=True, reason=_reason(choice, others, stat_t, stat_d)))
+        rows = [chosen if r is choice else r for r in rows]
     return rows, notes
 
 
-def _reason(choice: dict, others: list[dict], stat_t: str, stat_d: str) -> str:
-    text = (f"{PLACEMENT_TEXT[choice['placement']]}: {choice['total_gpus']} GPUs, TTFT {stat_t} "
-            f"{_sec(choice[f'ttft_{stat_t}_s'])} (exposed KV transfer {_sec(choice['exposed_transfer_s'])}), TPOT "
-            f"{stat_d} {_sec(choice[f'tpot_{stat_d}_s'])}")
+def _reason(choice, others: list, stat_t: str, stat_d: str) -> str:
+    text = (f"{PLACEMENT_TEXT[choice.placement.name]}: {choice.total_gpus} GPUs, TTFT {stat_t} "
+            f"{_sec(choice.ttft_at(stat_t))} (exposed KV transfer {_sec(choice.exposed_transfer_s)}), TPOT "
+            f"{stat_d} {_sec(choice.tpot_at(stat_d))}")
     for r in others:
-        if not r["feasible"]:
-            text += f"; {r['placement']} misses the SLOs ({r['binding_constraint']})"
+        if not r.feasible:
+            text += f"; {r.placement.name} misses the SLOs ({r.binding_constraint})"
             continue
-        if not r["placement_fits"]:
-            text += f"; {r['placement']} does not fit ({r['placement_reason']})"
+        if not r.placement.fits:
+            text += f"; {r.placement.name} does not fit ({r.placement.reason})"
             continue
-        text += (f"; {r['placement']} needs {r['total_gpus']} GPUs at TTFT {_sec(r[f'ttft_{stat_t}_s'])}, TPOT "
-                 f"{_sec(r[f'tpot_{stat_d}_s'])} ({PATH_NAMES.get(r['link_kind'], r['link_kind'])})")
+        text += (f"; {r.placement.name} needs {r.total_gpus} GPUs at TTFT {_sec(r.ttft_at(stat_t))}, TPOT "
+                 f"{_sec(r.tpot_at(stat_d))} ({PATH_NAMES.get(r.link_kind, r.link_kind)})")
     return text
 
 

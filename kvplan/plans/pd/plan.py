@@ -45,9 +45,9 @@ from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
                                    as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
-from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_row, pd_columns, pd_row, verdict
+from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan, verdict
+from kvplan.plans.pd.result import PdAnswer, PdPlan
 from kvplan.plans.pd.search import PairModel, Point
-from kvplan.result import Result
 from kvplan.units import format_bytes
 from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace, read_trace
@@ -149,8 +149,12 @@ def plan_pd(
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
     redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
-) -> Result:
-    """The xPyD recommendation, the aggregated alternative and the sensitivity rows (see the module docstring)."""
+) -> PdAnswer:
+    """The xPyD recommendation, the aggregated alternative and the sensitivity plans (see the module docstring).
+
+    Returns a typed :class:`~kvplan.plans.pd.result.PdAnswer`; its ``rows`` (:mod:`kvplan.plans.pd.rows`) are
+    what ``--format json`` prints.
+    """
     if isinstance(trace, (str, Path)):
         trace = read_trace(trace, trace_format=trace_format)
     workload = workload_from_inputs(qps, isl, osl, arrival_cv, trace)
@@ -178,41 +182,41 @@ def plan_pd(
                            "compute, step = max(kernels, comm) + overhead (DeepSeek day 6: 'dual-batch overlap')")
     fixed = _fixed(prefill_instances, decode_instances, setup)
     base = _plan(setup, workload, setup.override, fixed)
-    rows = [_row(setup, workload, base, "base")]
+    plans = [_plan_of(setup, workload, base, "base")]
     if (placements or checklist) and base.best is not None:
-        from kvplan.plans.pd.placement import placement_rows
+        from kvplan.plans.pd.placement import placement_plans
 
-        extra, placement_notes = placement_rows(setup, workload, base.best, _models, Candidate, pd_row, _unit)
+        extra, placement_notes = placement_plans(setup, workload, base.best, _models, Candidate, pd_plan, _unit)
         setup.notes.extend(placement_notes)
     else:
         extra = []
     agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
                                  allow_long_context) if aggregated else None
     if agg is not None:
-        rows.append(agg.row)
+        plans.append(agg.plan)
     if sensitivity:
         for name, change in SCENARIOS:
             scaled = workload.scaled(isl=change.get("isl", 1.0), osl=change.get("osl", 1.0),
                                      rate=change.get("rate", 1.0))
             override = replace(setup.override, bandwidth_scale=change.get("link", 1.0))
-            rows.append(_row(setup, scaled, _plan(setup, scaled, override, fixed), name))
+            plans.append(_plan_of(setup, scaled, _plan(setup, scaled, override, fixed), name))
             if scaled.isl_max + scaled.osl_max > setup.card.max_context >= workload.isl_max + workload.osl_max:
                 setup.notes.append(f"sensitivity {name}: the longest request ({scaled.isl_max + scaled.osl_max:,.0f} "
                                    f"tokens) exceeds {setup.card.name}'s max_context; planned as if it were extended")
-    rows.extend(extra)
+    plans.extend(extra)
     notes = list(dict.fromkeys([*workload.notes, *setup.notes, *base.notes, *(agg.notes if agg else ())]))
-    explain = explain_plan(setup, workload, base, rows)
+    explain = explain_plan(setup, workload, base, plans[0])
     if checklist:
         from kvplan.plans.pd.checklist import checklist as answer
 
-        lines, figures = answer(setup, workload, base, rows, _models)
+        lines, figures = answer(setup, workload, base, plans, _models)
         explain += ["checklist (seed §10):", *lines]
-        rows[0]["checklist"] = figures
-    text, failed = verdict(setup, rows[0], agg.row if agg else None, base, fixed=fixed is not None)
+        plans[0] = replace(plans[0], checklist=figures)
+    text, failed = verdict(setup, plans[0], agg.plan if agg else None, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
-    return Result(title=title, rows=rows, columns=pd_columns(setup), explain=explain, assumptions=notes,
-                  verdict=text, failed=failed)
+    return PdAnswer(title=title, plans=tuple(plans), columns=tuple(pd_columns(setup)), notes=tuple(notes),
+                    explain=tuple(explain), verdict=text, failed=failed, aggregated=agg.plan if agg else None)
 
 
 def _fleet_workload(trace: Trace | None, qps, isl, osl, arrival_cv) -> FleetWorkload:
@@ -478,10 +482,10 @@ def _infeasible(setup: Setup, failures, notes) -> Outcome:
     return Outcome(None, binding, best_ttft, best_tpot, notes=notes)
 
 
-def _row(setup: Setup, workload: PDWorkload, outcome: Outcome, scenario: str) -> dict:
+def _plan_of(setup: Setup, workload: PDWorkload, outcome: Outcome, scenario: str) -> PdPlan:
     if outcome.best is None:
-        return infeasible_row(setup, workload, outcome, scenario)
-    return pd_row(setup, workload, outcome.best, scenario)
+        return infeasible_plan(setup, workload, outcome, scenario)
+    return pd_plan(setup, workload, outcome.best, scenario)
 
 
 __all__ = ["PDSettings", "plan_pd", "TPS", "SCENARIOS"]

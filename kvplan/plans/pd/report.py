@@ -1,7 +1,9 @@
-"""Rows, the aggregated alternative, the chain of numbers and the verdict of ``kvplan pd``.
+"""The typed plans, the aggregated alternative, the chain of numbers and the verdict of ``kvplan pd``.
 
-Every row (disaggregated, aggregated, sensitivity) has the same keys (:data:`ROW_KEYS`), SI units,
-``None`` where a figure does not apply or is not finite.
+:func:`pd_plan` and :func:`infeasible_plan` make a :class:`~kvplan.plans.pd.result.PdPlan` from the
+search's candidate (SI units, ``None`` where a figure does not apply or is not finite);
+:func:`aggregated_alternative` makes the aggregated one from ``kvplan plan``'s fleet. The verdict,
+the explain lines and the hint read those fields; the rows are :mod:`kvplan.plans.pd.rows`'s.
 """
 
 from __future__ import annotations
@@ -15,23 +17,10 @@ from kvplan.calc.disagg import rate_matched_xpyd
 from kvplan.errors import KvplanError
 from kvplan.plans.fleet.aggregated import FleetPlan, FleetWorkload, plan_fleet
 from kvplan.plans.pd.link import PATH_NAMES
+from kvplan.plans.pd.result import PdPlan, PoolFigures
+from kvplan.plans.pd.rows import STATS
 from kvplan.units import format_bytes, format_seconds
 
-STATS = ("mean", "p50", "p90", "p95", "p99")
-ROW_KEYS = [
-    "scenario", "mode", "model", "prefill_hardware", "decode_hardware", "xpyd", "prefill_instances",
-    "decode_instances", "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
-    "prefill_nodes", "decode_nodes", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
-    "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
-    "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
-    "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s", "decode_batch_mean",
-    "decode_batch_at_slo", "decode_kv_budget_bytes_per_gpu", "decode_kv_used_bytes_per_gpu",
-    "decode_staging_bytes_per_gpu", *(f"ttft_{s}_s" for s in STATS), *(f"tpot_{s}_s" for s in STATS), "ttft_slo",
-    "tpot_slo", "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
-    "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
-    "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason",
-    "placement", "placement_fits", "placement_picked", "placement_reason", "checklist",
-]
 NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "decode KV capacity",
          "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
          "kv_capacity": "KV capacity", "prefill_compute": "prefill compute", "chunk_budget": "chunk budget",
@@ -63,15 +52,14 @@ def _slo(slo) -> str:
     return f"{slo.stat}<={format_seconds(slo.limit_s).replace(' ', '')}"
 
 
-def _blank(setup, workload, scenario: str, mode: str) -> dict:
-    row = dict.fromkeys(ROW_KEYS)
-    row.update({"scenario": scenario, "mode": mode, "model": setup.card.name,
-                "prefill_hardware": setup.prefill.side.hardware.name,
-                "decode_hardware": setup.decode.side.hardware.name, "qps": workload.rate_per_s,
-                "arrival_scv": workload.arrival_scv, "isl_mean": workload.isl_mean, "osl_mean": workload.osl_mean,
-                "cached_prefix_fraction": setup.cached_fraction, "ttft_slo": _slo(setup.ttft),
-                "tpot_slo": _slo(setup.tpot), "goodput_per_gpu": 0.0, "feasible": False})
-    return row
+def _base(setup, workload, scenario: str, mode: str) -> dict:
+    """The fields every plan of one scenario shares (its workload, SLOs, cards)."""
+    return {"scenario": scenario, "mode": mode, "model": setup.card.name,
+            "prefill_hardware": setup.prefill.side.hardware.name,
+            "decode_hardware": setup.decode.side.hardware.name, "qps": workload.rate_per_s,
+            "arrival_scv": workload.arrival_scv, "isl_mean": workload.isl_mean, "osl_mean": workload.osl_mean,
+            "cached_prefix_fraction": setup.cached_fraction, "ttft_slo": _slo(setup.ttft),
+            "tpot_slo": _slo(setup.tpot)}
 
 
 def _weighted(values, workload) -> float:
@@ -95,48 +83,47 @@ def binding_of(setup, values: dict, prefill_binding: str | None, decode_binding:
     return max(binding, key=lambda k: ratios.get(k, 0.0) if math.isfinite(ratios.get(k, 0.0)) else math.inf)
 
 
-def pd_row(setup, workload, cand, scenario: str) -> dict:
-    """The disaggregated plan of one candidate as a row."""
+def pd_plan(setup, workload, cand, scenario: str) -> PdPlan:
+    """The disaggregated plan of one candidate."""
     p, pair, link = cand.point, cand.pair, cand.link
     v, t, pm, dm = p.values, pair.t, pair.p, pair.d
-    row = _blank(setup, workload, scenario, "disaggregated")
     total = cand.total_gpus
     r_p, r_d = pair.prefill_rate_alone(), pair.decode_rate_alone()
     ux, uy, _ = rate_matched_xpyd(r_p, r_d, cand.gpus_p, cand.gpus_d)
     if math.isnan(cand.capacity_per_s):
         cand.capacity_per_s = pair.capacity_per_s(p.x, p.y)
-    row.update({
-        "xpyd": f"{p.x}P{p.y}D", "prefill_instances": p.x, "decode_instances": p.y, "prefill_tp": cand.tp_p,
-        "decode_tp": cand.tp_d, "prefill_dp": cand.shape_p.dp, "decode_dp": cand.shape_d.dp,
-        "prefill_ep": cand.shape_p.ep, "decode_ep": cand.shape_d.ep,
-        "prefill_nodes": p.x * cand.gpus_p / setup.prefill.node, "decode_nodes": p.y * cand.gpus_d / setup.decode.node,
-        "prefill_gpus": p.x * cand.gpus_p, "decode_gpus": p.y * cand.gpus_d, "total_gpus": total,
-        "link_kind": link.kind, "link": link.name, "link_bandwidth_bytes_per_s": link.bandwidth_bytes_per_s,
-        "link_latency_s": link.latency_s, "links_per_transfer": t.links,
-        "kv_transfer_bytes": _weighted(t.bytes, workload), "kv_transfer_s": _weighted(t.transfer_s, workload),
-        "exposed_transfer_s": _weighted(t.exposed_s, workload), "link_utilization": _num(v["link_utilization"]),
-        "link_wait_s": _num(v["link_wait_s"]), "prefill_s": pm.mean_s, "prefill_utilization": v["prefill_utilization"],
-        "first_decode_step_s": v["first_decode_step_s"], "decode_batch_mean": _num(v.get("decode_batch_mean")),
-        "decode_batch_at_slo": _num(v.get(f"decode_batch_{setup.tpot.stat}", v.get("decode_batch_mean"))),
-        "decode_kv_budget_bytes_per_gpu": dm.kv_budget_bytes_per_gpu,
-        "decode_kv_used_bytes_per_gpu": _num(v.get("decode_kv_used_bytes_per_gpu")),
-        "decode_staging_bytes_per_gpu": _num(v.get("decode_staging_bytes_per_gpu")),
-        **{f"ttft_{s}_s": _num(v.get(f"ttft_{s}_s")) for s in STATS},
-        **{f"tpot_{s}_s": _num(v.get(f"tpot_{s}_s")) for s in STATS},
-        "goodput_per_gpu": workload.rate_per_s / total if p.ok else 0.0,
-        "capacity_per_gpu": cand.capacity_per_s / total, "prefill_goodput_per_gpu": r_p / cand.gpus_p,
-        "decode_goodput_per_gpu": r_d / cand.gpus_d, "rate_matched_xpyd": f"{ux}P{uy}D" if ux else None,
-        "feasible": p.ok,
-        "prefill_binding": (pair.evaluate(p.x - 1, p.y, full=False).failures or ["none"])[0] if p.x > 1 else None,
-        "decode_binding": _decode_binding(pair, p),
-        "reason": None if p.ok else f"fails {', '.join(dict.fromkeys(p.failures))} at {p.x}P{p.y}D",
-    })
-    row["binding_constraint"] = binding_of(setup, v, row["prefill_binding"], row["decode_binding"]) if p.ok \
-        else p.failures[0]
+    prefill_binding = (pair.evaluate(p.x - 1, p.y, full=False).failures or ["none"])[0] if p.x > 1 else None
+    decode_binding = _decode_binding(pair, p)
+    extra = {}
     for s in (setup.ttft.stat, setup.tpot.stat):  # an SLO statistic outside STATS (p95, p99.9)
         for kind in ("ttft", "tpot"):
-            row.setdefault(f"{kind}_{s}_s", _num(v.get(f"{kind}_{s}_s")))
-    return row
+            if s not in STATS:
+                extra.setdefault(f"{kind}_{s}_s", _num(v.get(f"{kind}_{s}_s")))
+    return PdPlan(
+        **_base(setup, workload, scenario, "disaggregated"),
+        xpyd=f"{p.x}P{p.y}D",
+        prefill=PoolFigures(p.x, cand.tp_p, cand.shape_p.dp, cand.shape_p.ep, p.x * cand.gpus_p / setup.prefill.node,
+                            p.x * cand.gpus_p, prefill_binding, r_p / cand.gpus_p),
+        decode=PoolFigures(p.y, cand.tp_d, cand.shape_d.dp, cand.shape_d.ep, p.y * cand.gpus_d / setup.decode.node,
+                           p.y * cand.gpus_d, decode_binding, r_d / cand.gpus_d),
+        total_gpus=total, link_kind=link.kind, link=link.name, link_bandwidth_bytes_per_s=link.bandwidth_bytes_per_s,
+        link_latency_s=link.latency_s, links_per_transfer=t.links,
+        kv_transfer_bytes=_weighted(t.bytes, workload), kv_transfer_s=_weighted(t.transfer_s, workload),
+        exposed_transfer_s=_weighted(t.exposed_s, workload), link_utilization=_num(v["link_utilization"]),
+        link_wait_s=_num(v["link_wait_s"]), prefill_s=pm.mean_s, prefill_utilization=v["prefill_utilization"],
+        first_decode_step_s=v["first_decode_step_s"], decode_batch_mean=_num(v.get("decode_batch_mean")),
+        decode_batch_at_slo=_num(v.get(f"decode_batch_{setup.tpot.stat}", v.get("decode_batch_mean"))),
+        decode_kv_budget_bytes_per_gpu=dm.kv_budget_bytes_per_gpu,
+        decode_kv_used_bytes_per_gpu=_num(v.get("decode_kv_used_bytes_per_gpu")),
+        decode_staging_bytes_per_gpu=_num(v.get("decode_staging_bytes_per_gpu")),
+        ttft={s: _num(v.get(f"ttft_{s}_s")) for s in STATS}, tpot={s: _num(v.get(f"tpot_{s}_s")) for s in STATS},
+        goodput_per_gpu=workload.rate_per_s / total if p.ok else 0.0,
+        capacity_per_gpu=cand.capacity_per_s / total, rate_matched_xpyd=f"{ux}P{uy}D" if ux else None,
+        feasible=p.ok,
+        binding_constraint=binding_of(setup, v, prefill_binding, decode_binding) if p.ok else p.failures[0],
+        reason=None if p.ok else f"fails {', '.join(dict.fromkeys(p.failures))} at {p.x}P{p.y}D",
+        extra=tuple(extra.items()),
+    )
 
 
 def _decode_binding(pair, p) -> str | None:
@@ -147,14 +134,16 @@ def _decode_binding(pair, p) -> str | None:
     return (decode or fewer.failures or ["none"])[0]
 
 
-def infeasible_row(setup, workload, outcome, scenario: str) -> dict:
-    row = _blank(setup, workload, scenario, "disaggregated")
-    row.update({"binding_constraint": outcome.binding, "best_achievable_ttft_s": _num(outcome.best_ttft_s),
-                "best_achievable_tpot_s": _num(outcome.best_tpot_s),
-                f"ttft_{setup.ttft.stat}_s": _num(outcome.best_ttft_s),
-                f"tpot_{setup.tpot.stat}_s": _num(outcome.best_tpot_s),
-                "reason": infeasible_reason(setup, outcome)})
-    return row
+def infeasible_plan(setup, workload, outcome, scenario: str) -> PdPlan:
+    """No candidate meets the SLOs: the binding constraint and the best TTFT / TPOT any pair reaches."""
+    ttft, tpot = _num(outcome.best_ttft_s), _num(outcome.best_tpot_s)
+    extra = {f"{kind}_{slo.stat}_s": value for kind, slo, value in (("ttft", setup.ttft, ttft), ("tpot", setup.tpot, tpot))
+             if slo.stat not in STATS}
+    return PdPlan(**_base(setup, workload, scenario, "disaggregated"), binding_constraint=outcome.binding,
+                  best_achievable_ttft_s=ttft, best_achievable_tpot_s=tpot,
+                  ttft={s: ttft if s == setup.ttft.stat else None for s in STATS},
+                  tpot={s: tpot if s == setup.tpot.stat else None for s in STATS},
+                  reason=infeasible_reason(setup, outcome), extra=tuple(extra.items()))
 
 
 def infeasible_reason(setup, outcome) -> str:
@@ -175,13 +164,13 @@ def infeasible_reason(setup, outcome) -> str:
 # --------------------------------------------------------------------------- the aggregated alternative
 
 
-@dataclass
+@dataclass(frozen=True)
 class Aggregated:
-    """The aggregated alternative: ``kvplan plan``'s fleet on the prefill deployments, as a PD row and its notes."""
+    """The aggregated alternative: ``kvplan plan``'s fleet on the prefill deployments, as a PD plan, and its notes."""
 
-    row: dict
+    plan: PdPlan
     notes: list[str] = field(default_factory=list)
-    plan: FleetPlan | None = None
+    fleet: FleetPlan | None = None
 
 
 def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow_long_context: bool) -> Aggregated:
@@ -204,32 +193,31 @@ def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow
                                     allow_long_context=allow_long_context))
         except KvplanError as exc:  # the alternative failing to plan must not hide the PD plan
             errors.append(f"aggregated alternative at tp={tp} not planned: {exc.message}")
+    common = _base(setup, workload, "base", "aggregated")
     if not plans:
-        row = _blank(setup, workload, "base", "aggregated")
-        row.update({"reason": "; ".join(errors)})
-        return Aggregated(row, errors)
+        return Aggregated(PdPlan(**common, reason="; ".join(errors)), errors)
     best = best_fleet(plans, setup.ttft, setup.tpot)
-    fleet = best.row()
-    row = _blank(setup, workload, "base", "aggregated")
-    n, tp = best.instances, best.shape.tp
-    row.update({
-        "decode_hardware": setup.prefill.side.hardware.name, "xpyd": f"{n}×TP{tp}" if n else None,
-        "prefill_instances": n, "decode_instances": n, "prefill_tp": tp, "decode_tp": tp,
-        "total_gpus": best.total_gpus, "kv_transfer_bytes": 0.0, "kv_transfer_s": 0.0, "exposed_transfer_s": 0.0,
-        "prefill_s": fleet.get("prefill_mean_s"), "prefill_utilization": fleet.get("prefill_utilization"),
-        "decode_batch_mean": fleet.get("batch_mean"), "decode_batch_at_slo": fleet.get("batch_per_instance"),
-        **{f"ttft_{st}_s": _num(best.ttft.get(st)) for st in STATS},
-        **{f"tpot_{st}_s": _num(best.tpot.get(st)) for st in STATS},
-        "goodput_per_gpu": workload.rate_per_s / best.total_gpus if best.feasible else 0.0,
-        "feasible": best.feasible, "binding_constraint": best.binding_constraint, "reason": best.reason,
-        "interference_share": fleet.get("interference_share"),
-    })
+    n, tp, point = best.instances, best.shape.tp, best.point
+    common["decode_hardware"] = setup.prefill.side.hardware.name
+    plan = PdPlan(
+        **common, xpyd=f"{n}×TP{tp}" if n else None, prefill=PoolFigures(instances=n, tp=tp),
+        decode=PoolFigures(instances=n, tp=tp), total_gpus=best.total_gpus, kv_transfer_bytes=0.0,
+        kv_transfer_s=0.0, exposed_transfer_s=0.0,
+        prefill_s=_num(point.prefill_mean_s) if point is not None else None,
+        prefill_utilization=_num(point.prefill_utilization) if point is not None else None,
+        decode_batch_mean=_num(point.batch_mean) if point is not None else None,
+        decode_batch_at_slo=best.batch_per_instance,
+        ttft={st: _num(best.ttft.get(st)) for st in STATS}, tpot={st: _num(best.tpot.get(st)) for st in STATS},
+        goodput_per_gpu=workload.rate_per_s / best.total_gpus if best.feasible else 0.0,
+        feasible=best.feasible, binding_constraint=best.binding_constraint, reason=best.reason,
+        interference_share=_num(point.rho_interference) if point is not None else None,
+    )
     notes = [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {s.chunk_tokens:,} tokens a "
              f"step) on {setup.prefill.side.name}, TP in {setup.prefill.tps}, the same arrival ca² "
              f"({workload.arrival_scv:.3g}) as the PD plan" +
              ("; it has no cached-prefix input, so it prefills whole prompts" if setup.cached_fraction else ""),
              *best.assumptions, *errors]
-    return Aggregated(row, notes, best)
+    return Aggregated(plan, notes, best)
 
 
 def best_fleet(plans: list[FleetPlan], ttft, tpot) -> FleetPlan:
@@ -245,41 +233,33 @@ def best_fleet(plans: list[FleetPlan], ttft, tpot) -> FleetPlan:
 # --------------------------------------------------------------------------- verdict and explain
 
 
-def verdict(setup, pd: dict, agg: dict | None, outcome, fixed: bool = False) -> tuple[str, bool]:
+def verdict(setup, pd: PdPlan, agg: PdPlan | None, outcome, fixed: bool = False) -> tuple[str, bool]:
     """Which mode wins and why; failed when neither meets the SLOs (or a given xPyD does not)."""
     text, failed = _compare(setup, pd, agg)
-    if fixed and not pd["feasible"]:
-        return f"the given {pd['xpyd']} does not meet {slo_text(setup.ttft)}, {slo_text(setup.tpot)}: " \
-               f"{pd['reason']}; {text}", True
+    if fixed and not pd.feasible:
+        return f"the given {pd.xpyd} does not meet {slo_text(setup.ttft)}, {slo_text(setup.tpot)}: " \
+               f"{pd.reason}; {text}", True
     return text, failed
 
 
-def _shape_text(row: dict, pool: str) -> str:
-    """'TP4', or 'TP1×DP32 EP32, 136 nodes' for attention-DP / EP pools."""
-    tp, dp, ep = row[f"{pool}_tp"], row.get(f"{pool}_dp") or 1, row.get(f"{pool}_ep") or 1
-    if dp == 1 and ep == 1:
-        return f"TP{tp}"
-    return f"TP{tp}×DP{dp}" + (f" EP{ep}" if ep > 1 else "") + f", {row[f'{pool}_nodes']:g} nodes"
-
-
-def _compare(setup, pd: dict, agg: dict | None) -> tuple[str, bool]:
+def _compare(setup, pd: PdPlan, agg: PdPlan | None) -> tuple[str, bool]:
     slos = f"{slo_text(setup.ttft)}, {slo_text(setup.tpot)}"
-    if pd["feasible"]:
-        what = (f"disaggregated {pd['xpyd']} (prefill {_shape_text(pd, 'prefill')}, decode {_shape_text(pd, 'decode')}, "
+    if pd.feasible:
+        what = (f"disaggregated {pd.xpyd} (prefill {pd.prefill.label()}, decode {pd.decode.label()}, "
                 f"KV over the "
-                f"{PATH_NAMES[pd['link_kind']]}) needs {pd['total_gpus']} GPUs, "
-                f"{pd['goodput_per_gpu']:.3g} req/s per GPU; binding: {NAMES.get(pd['binding_constraint'])}")
+                f"{PATH_NAMES[pd.link_kind]}) needs {pd.total_gpus} GPUs, "
+                f"{pd.goodput_per_gpu:.3g} req/s per GPU; binding: {NAMES.get(pd.binding_constraint)}")
     else:
-        what = f"disaggregation cannot meet {slos}: {pd['reason']}"
+        what = f"disaggregation cannot meet {slos}: {pd.reason}"
     if agg is None:
-        return what, not pd["feasible"]
-    if agg["feasible"]:
-        other = (f"aggregated {agg['xpyd']} needs {agg['total_gpus']} GPUs, {agg['goodput_per_gpu']:.3g} req/s per "
-                 f"GPU; binding: {NAMES.get(agg['binding_constraint'], agg['binding_constraint'])}")
+        return what, not pd.feasible
+    if agg.feasible:
+        other = (f"aggregated {agg.xpyd} needs {agg.total_gpus} GPUs, {agg.goodput_per_gpu:.3g} req/s per "
+                 f"GPU; binding: {NAMES.get(agg.binding_constraint, agg.binding_constraint)}")
     else:
-        other = f"aggregated cannot meet them: {agg['reason'] or agg['binding_constraint']}"
-    if pd["feasible"] and agg["feasible"]:
-        diff = agg["total_gpus"] - pd["total_gpus"]
+        other = f"aggregated cannot meet them: {agg.reason or agg.binding_constraint}"
+    if pd.feasible and agg.feasible:
+        diff = agg.total_gpus - pd.total_gpus
         if diff > 0:
             win = f"disaggregation wins by {diff} GPU{'s' if diff > 1 else ''}"
         elif diff < 0:
@@ -287,24 +267,25 @@ def _compare(setup, pd: dict, agg: dict | None) -> tuple[str, bool]:
         else:
             win = "a tie in GPUs"
         return f"{win}: {what}; {other}{_why(pd, agg)}", False
-    if pd["feasible"]:
+    if pd.feasible:
         return f"disaggregation wins: {what}; {other}", False
-    if agg["feasible"]:
+    if agg.feasible:
         return f"aggregated wins: {other}; {what}", False
     return f"no plan meets {slos}: {what}; {other}", True
 
 
-def _why(pd: dict, agg: dict) -> str:
-    share = agg.get("interference_share")
-    if agg["binding_constraint"] == "tpot_slo" and share:
+def _why(pd: PdPlan, agg: PdPlan) -> str:
+    share = agg.interference_share
+    if agg.binding_constraint == "tpot_slo" and share:
         return (f" (aggregated decoders lose {share:.0%} of their steps to prefill chunks, so TPOT caps its batch; "
                 "disaggregation keeps prefill off the decode GPUs)")
-    if pd["exposed_transfer_s"] and pd["ttft_p99_s"] and pd["exposed_transfer_s"] > 0.1 * pd["ttft_p99_s"]:
-        return f" (the exposed KV transfer, {format_seconds(pd['exposed_transfer_s'])}, eats into PD's TTFT)"
+    ttft_p99 = pd.ttft.get("p99")
+    if pd.exposed_transfer_s and ttft_p99 and pd.exposed_transfer_s > 0.1 * ttft_p99:
+        return f" (the exposed KV transfer, {format_seconds(pd.exposed_transfer_s)}, eats into PD's TTFT)"
     return ""
 
 
-def explain_plan(setup, workload, outcome, rows) -> list[str]:
+def explain_plan(setup, workload, outcome, plan: PdPlan) -> list[str]:
     w = workload
     lines = [
         f"workload: λ = {w.rate_per_s:,.4g} req/s, ca² = {w.arrival_scv:.3g}; ISL mean {w.isl_mean:,.0f}, p50 "
@@ -314,21 +295,21 @@ def explain_plan(setup, workload, outcome, rows) -> list[str]:
     c = outcome.best
     if c is None:
         return lines + [f"infeasible ({outcome.binding}): {infeasible_reason(setup, outcome)}"]
-    p, pair, link, row = c.point, c.pair, c.link, rows[0]
+    p, pair, link, row = c.point, c.pair, c.link, plan
     t, pm, dm, v = pair.t, pair.p, pair.d, p.values
     lines += [
         f"link: {link.name} ({link.kind}): {link.line_rate_bytes_per_s / 1e9:,.4g} GB/s per GPU × η "
         f"{link.efficiency:g} = {link.bandwidth_bytes_per_s / 1e9:,.4g} GB/s; n = min(TP_p {c.tp_p}, TP_d {c.tp_d}) = "
         f"{t.links} links per transfer; latency {_sec(link.latency_s)}",
-        f"KV per request = decode-GPU KV of ISL × TP_d = {_bytes(row['kv_transfer_bytes'])} (mean); transfer = "
-        f"latency + bytes / (n × bw) = {_sec(row['kv_transfer_s'])}; prefill E[S] = "
+        f"KV per request = decode-GPU KV of ISL × TP_d = {_bytes(row.kv_transfer_bytes)} (mean); transfer = "
+        f"latency + bytes / (n × bw) = {_sec(row.kv_transfer_s)}; prefill E[S] = "
         f"{_sec(pm.mean_s)} (cs² {pm.scv:.3g}); layer-wise over {setup.card.num_layers} layers → exposed "
-        f"{_sec(row['exposed_transfer_s'])}",
+        f"{_sec(row.exposed_transfer_s)}",
         f"decode: context ISL + OSL/2 = {dm.context:,.0f}; KV per request {_bytes(dm.kv_request_bytes_per_gpu)} "
         f"per GPU, budget {_bytes(dm.kv_budget_bytes_per_gpu)} per GPU, batch cap {dm.batch_cap:,.0f}; T(1) = "
         f"{_sec(dm.step_s[0])}, T(cap) = {_sec(dm.step_s[-1])}",
         f"decode pool y = {p.y}: b̄ = (λ/y)·E[OSL]·T(b̄) = {_g(v.get('decode_batch_mean'), '.4g')}; "
-        f"b_{setup.tpot.stat} = {_g(row['decode_batch_at_slo'], '.4g')} → TPOT {setup.tpot.stat} = "
+        f"b_{setup.tpot.stat} = {_g(row.decode_batch_at_slo, '.4g')} → TPOT {setup.tpot.stat} = "
         f"{_sec(v.get(f'tpot_{setup.tpot.stat}_s'))} (limit {_sec(setup.tpot.limit_s)})",
         f"staging = (λ/y)·E[transfer × bytes per GPU] = {_bytes(v.get('decode_staging_bytes_per_gpu'))} per GPU; KV "
         f"used = b × KV per request + staging = {_bytes(v.get('decode_kv_used_bytes_per_gpu'))} of "
@@ -340,13 +321,13 @@ def explain_plan(setup, workload, outcome, rows) -> list[str]:
         f"{_sec(setup.ttft.limit_s)})",
         f"link utilisation = λ·E[bytes] / (min({p.x}×{c.gpus_p}, {p.y}×{c.gpus_d}) GPUs × bw) = "
         f"{_g(v.get('link_utilization'), '.3g')}",
-        f"per GPU alone: prefill {_g(row['prefill_goodput_per_gpu'], '.4g')} req/s (TTFT = wait + prefill), decode "
-        f"{_g(row['decode_goodput_per_gpu'], '.4g')} req/s (TPOT) → rate-matched unit {row['rate_matched_xpyd']}",
+        f"per GPU alone: prefill {_g(row.prefill.goodput_per_gpu, '.4g')} req/s (TTFT = wait + prefill), decode "
+        f"{_g(row.decode.goodput_per_gpu, '.4g')} req/s (TPOT) → rate-matched unit {row.rate_matched_xpyd}",
         f"{p.x}P{p.y}D = {p.x}×{c.gpus_p} + {p.y}×{c.gpus_d} = {c.total_gpus} GPUs ({c.shape_p.label()} prefill, "
-        f"{c.shape_d.label()} decode; {row['prefill_nodes']:g} + {row['decode_nodes']:g} nodes of "
+        f"{c.shape_d.label()} decode; {row.prefill.nodes:g} + {row.decode.nodes:g} nodes of "
         f"{setup.prefill.node}/{setup.decode.node} GPUs); capacity within the SLOs "
-        f"{_g(c.capacity_per_s, ',.4g')} req/s; binding: {row['binding_constraint']} (prefill pool at x−1: "
-        f"{row['prefill_binding']}, decode pool at y−1: {row['decode_binding']})",
+        f"{_g(c.capacity_per_s, ',.4g')} req/s; binding: {row.binding_constraint} (prefill pool at x−1: "
+        f"{row.prefill.binding}, decode pool at y−1: {row.decode.binding})",
     ]
     return lines
 
@@ -363,19 +344,18 @@ def _g(value, spec: str) -> str:
     return format(value, spec) if value is not None and math.isfinite(value) else "∞"
 
 
-def pd_hint(rows: list[dict]) -> str:
-    """What to change when no plan meets the SLOs (the CLI's Hint: line)."""
-    row = rows[0]
-    b = row.get("binding_constraint")
-    if row.get("prefill_instances") is not None and not row.get("feasible"):
+def pd_hint(plan: PdPlan) -> str:
+    """What to change when no plan meets the SLOs (the CLI's Hint: line), from the base plan."""
+    b = plan.binding_constraint
+    if plan.prefill.instances is not None and not plan.feasible:
         return ("give more instances of the pool that fails, or drop --prefill-instances/--decode-instances "
                 "to let kvplan search")
     if b == "ttft_slo":
-        best = row.get("best_achievable_ttft_s") or row.get(f"ttft_{row['ttft_slo'].split('<=')[0]}_s")
+        best = plan.best_achievable_ttft_s or plan.ttft_at(plan.ttft_slo.split("<=")[0])
         return (f"relax --ttft to at least {format_seconds(best)}" if best else "relax --ttft") + \
             ", allow larger --prefill-tp, use faster prefill hardware or a faster link (--placement same-node)"
     if b == "tpot_slo":
-        best = row.get("best_achievable_tpot_s") or row.get(f"tpot_{row['tpot_slo'].split('<=')[0]}_s")
+        best = plan.best_achievable_tpot_s or plan.tpot_at(plan.tpot_slo.split("<=")[0])
         return (f"relax --tpot to at least {format_seconds(best)}" if best else "relax --tpot") + \
             ", allow larger --decode-tp, or use fp8 weights (--weights-dtype fp8)"
     if b in ("decode_kv_capacity", "prefill_kv_capacity"):

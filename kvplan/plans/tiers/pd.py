@@ -37,22 +37,30 @@ def pd_feedback(card, hardware, system, trace, fraction: float, *, ttft: str | N
         for label, f in (("without_cache", 0.0), ("with_cache", min(fraction, 0.999))):
             result = plan_pd(card, hardware, system=system, trace=trace, cached_prefix_fraction=f, settings=settings,
                              aggregated=False, sensitivity=False, allow_long_context=True, cards=cards, **slos)
-            runs[label] = result.rows[0]
+            runs[label] = result.plan
     except KvplanError as exc:
         return {}, [f"PD feedback skipped: {exc.message}"], []
     out = {"cached_prefix_fraction": fraction,
-           "pd_ttft_slo": runs["without_cache"].get("ttft_slo"), "pd_tpot_slo": runs["without_cache"].get("tpot_slo")}
-    for label, row in runs.items():
-        for key in FIELDS:
-            out[f"pd_{key}_{label}"] = row.get(key)
+           "pd_ttft_slo": runs["without_cache"].ttft_slo, "pd_tpot_slo": runs["without_cache"].tpot_slo}
+    for label, plan in runs.items():
+        for key, value in _fields(plan).items():
+            out[f"pd_{key}_{label}"] = value
     explain = [f"PD feedback: plan_pd(cached_prefix_fraction = {fraction:.4f}) vs 0, SLOs "
                f"{out['pd_ttft_slo']}, {out['pd_tpot_slo']}: " + "; ".join(
-                   f"{label.replace('_', ' ')}: " + (f"{row['xpyd']} (prefill TP{row['prefill_tp']}, decode "
-                                                     f"TP{row['decode_tp']}), {row['total_gpus']} GPUs"
-                                                     if row.get("feasible") else
-                                                     f"infeasible ({row.get('binding_constraint')})")
-                   for label, row in runs.items())]
+                   f"{label.replace('_', ' ')}: " + (f"{plan.xpyd} (prefill TP{plan.prefill.tp}, decode "
+                                                     f"TP{plan.decode.tp}), {plan.total_gpus} GPUs"
+                                                     if plan.feasible else
+                                                     f"infeasible ({plan.binding_constraint})")
+                   for label, plan in runs.items())]
     return out, [], explain
+
+
+def _fields(plan) -> dict:
+    """The :data:`FIELDS` of one PD plan (:class:`kvplan.plans.pd.result.PdPlan`)."""
+    return {"xpyd": plan.xpyd, "prefill_instances": plan.prefill.instances, "decode_instances": plan.decode.instances,
+            "prefill_tp": plan.prefill.tp, "decode_tp": plan.decode.tp, "prefill_gpus": plan.prefill.gpus,
+            "total_gpus": plan.total_gpus, "feasible": plan.feasible, "binding_constraint": plan.binding_constraint,
+            "ttft_p99_s": plan.ttft.get("p99")}
 
 
 def pd_sentence(summary: dict) -> str | None:
