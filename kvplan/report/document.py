@@ -11,8 +11,6 @@ which renames the old directory away, renames the new one in, then deletes the o
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import shutil
 import tempfile
@@ -27,54 +25,10 @@ from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.curves import context_vs_concurrency, kv_vs_context
 from kvplan.plans.check.run import PlanCheck, check_plan
 from kvplan.plans.check.planfile import PlanFile, load_plan
-from kvplan.report.render import human
-from kvplan.units import format_bytes, format_seconds, format_tokens
+from kvplan.plans.check.report_data import ReportOptions
+from kvplan.report.sections import Chart, Section, Table
+from kvplan.units import format_bytes, format_tokens
 
-
-
-@dataclass
-class Table:
-    """A table: its CSV file name, a title, column keys and rows of raw numbers."""
-
-    name: str
-    title: str
-    columns: list[str]
-    rows: list[dict]
-    shown: list[dict] | None = None  # a subset for the Markdown (the CSV has every row)
-
-    def csv(self) -> str:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.columns, lineterminator="\n", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: _whole(v) for k, v in row.items()} for row in self.rows)
-        return buffer.getvalue()
-
-    def markdown(self) -> list[str]:
-        rows = self.shown if self.shown is not None else self.rows
-        lines = ["| " + " | ".join(c.replace("_", " ") for c in self.columns) + " |",
-                 "|" + "|".join("---:" if _numeric(rows, c) else "---" for c in self.columns) + "|"]
-        lines += ["| " + " | ".join(human(c, r.get(c)) for c in self.columns) + " |" for r in rows]
-        return lines
-
-
-def _whole(value):
-    """Whole floats as ints in CSV (5368709120, not 5368709120.0), as the JSON output does."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    return value
-
-
-def _numeric(rows: list[dict], key: str) -> bool:
-    value = rows[0].get(key) if rows else None
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-@dataclass
-class Chart:
-    name: str
-    title: str
-    caption: str
-    draw: object  # callable(path)
 
 
 @dataclass
@@ -83,16 +37,19 @@ class Document:
     intro: list[str]
     verdict: list[str]
     summary: list[str] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
     charts: list[Chart] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
-    explain: list[str] = field(default_factory=list)
+    explain: list[tuple[str, list[str]]] = field(default_factory=list)  # (which answer, its chain of numbers)
 
     def markdown(self) -> str:
         out = [f"# {self.title}", ""]
         if self.summary:
             out += ["## Executive summary", "", *self.summary, ""]
         out += [*self.intro, "", "## Verdict", "", *self.verdict, ""]
+        for section in self.sections:
+            out += [f"## {section.title}", "", *section.lines, ""]
         if self.charts:
             out += ["## Charts", ""]
             for chart in self.charts:
@@ -104,25 +61,46 @@ class Document:
                 out += [f"### {table.title}", "", f"CSV: [{table.name}]({table.name}){more}", "",
                         *table.markdown(), ""]
         out += ["## Assumptions", "", *(f"- {a}" for a in self.assumptions), ""]
-        if self.explain:
-            out += ["## How the numbers were obtained", "", "```", *self.explain, "```", ""]
+        if any(lines for _, lines in self.explain):
+            out += ["## How the numbers were obtained", ""]
+            for heading, lines in self.explain:
+                if lines:
+                    out += [f"### {heading}", "", "```", *lines, "```", ""]
         return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- building
 
+EXPLAIN_HEADINGS = {"fit": "Memory and KV (kvplan fit)", "latency": "Latency of one instance (kvplan latency)",
+                    "aggregated": "The fleet (kvplan plan)", "tiers": "KV tiers on the fleet (kvplan tier)",
+                    "pd": "Disaggregated plan (kvplan pd)"}
 
-def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document:
-    """Evaluate the plan and lay out the report (no files written)."""
+
+def build_document(planfile: PlanFile, cards: tuple[Path, ...] = (), options: ReportOptions | None = None,
+                   gpu_cost: dict[str, float] | None = None) -> Document:
+    """Evaluate the plan and lay out the report (no files written).
+
+    ``options``: the optional sections (default: the plan file's ``report`` section); ``gpu_cost``:
+    prices per GPU-hour replacing the plan's ``gpu_cost``.
+    """
     plan = planfile.plan
-    context = registry.PlanContext(plan, planfile.path.parent, cards)
+    options = options or ReportOptions.of(plan)
+    context = registry.PlanContext(plan, planfile.path.parent, cards, gpu_cost)
     try:
         produced = registry.evaluate(context)
-        checked = check_plan(planfile, cards) if (planfile.assertions or planfile.slos) else None
+        checked = check_plan(planfile, cards, context) if (planfile.assertions or planfile.slos) else None
+        doc = _layout(planfile, context, produced, checked, options)
     except KvplanError as exc:
         if exc.message.startswith(str(planfile.path)):
             raise
         raise exc.prefixed(f"{planfile.path}: ") from None
+    return doc
+
+
+def _layout(planfile: PlanFile, context, produced: dict, checked, options: ReportOptions) -> Document:
+    from kvplan.report import fleet_sections
+
+    plan = planfile.plan
     fit = produced["fit"]
     row = fit.result.rows[0]
     card, hw = context.model_card, context.hardware_card
@@ -131,7 +109,6 @@ def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document
         title=f"Capacity report: {planfile.label}",
         intro=_intro(planfile, context, row),
         verdict=_verdict(fit, checked),
-        summary=_summary(plan, produced, row),
     )
     memory = _memory_parts(row)
     doc.charts.append(Chart(
@@ -163,11 +140,12 @@ def build_document(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> Document
     ]
     if latency_table is not None:
         doc.tables.append(latency_table)
-    assumptions = [a for p in produced.values() for a in p.assumptions]
+    more_assumptions, more_explain = fleet_sections.add(doc, context, produced, options)
+    assumptions = [*doc.assumptions, *(a for p in produced.values() for a in p.assumptions)]
     if checked is not None:
         assumptions += checked.assumptions
-    doc.assumptions = list(dict.fromkeys(assumptions))
-    doc.explain = [line for p in produced.values() for line in p.explain]
+    doc.assumptions = list(dict.fromkeys([*assumptions, *more_assumptions]))
+    doc.explain = [(EXPLAIN_HEADINGS.get(name, name), p.explain) for name, p in produced.items()] + more_explain
     return doc
 
 
@@ -200,41 +178,6 @@ def _intro(planfile: PlanFile, context, row: dict) -> list[str]:
         lines.append("- Workload: " + ", ".join(p for p in parts if p))
     if plan.slo is not None:
         lines.append("- SLOs: " + ", ".join(f"{k} {v}" for k, v in (("TTFT", plan.slo.ttft), ("TPOT", plan.slo.tpot)) if v))
-    return lines
-
-
-def _summary(plan, produced: dict, row: dict) -> list[str]:
-    """The fleet in five lines: GPUs, instances, the batch to configure, p99 TTFT/TPOT against the SLOs.
-
-    The figures are the aggregated fleet plan's (the ``aggregated`` metrics of the plan file, the same
-    numbers ``kvplan check`` asserts on); without a workload there is no fleet, and no summary.
-    """
-    fleet = produced.get("aggregated")
-    if fleet is None or not fleet.values:
-        return []
-    v, e = fleet.values, plan.engine
-    slo = plan.slo
-
-    def against(name: str, measured: float) -> str:
-        limit = getattr(slo, name, None) if slo is not None else None
-        if not limit:
-            return f"{format_seconds(measured)} (no SLO given)"
-        from kvplan.plans.check.planfile import parse_slo
-
-        stat, limit_s = parse_slo(limit)
-        value = v.get(f"{name}_{stat}_s", measured)
-        ok = value <= limit_s
-        return f"{stat} {format_seconds(value)} against the SLO {limit} ({'met' if ok else 'missed'})"
-
-    lines = [
-        f"- **{v['total_gpus']:,} GPUs**: {v['instances']:,} instance(s) × {e.tensor_parallel_size * e.pipeline_parallel_size}"
-        f" GPUs of {row['hardware']} (tp {e.tensor_parallel_size}, pp {e.pipeline_parallel_size}), {e.name}",
-        f"- Batch to configure: max_num_seqs {v['batch_per_instance']:,} per instance "
-        f"(fleet concurrency {v['fleet_concurrency']:,.1f}); KV per GPU {format_bytes(row['kv_cache_memory_bytes'])}",
-        f"- TTFT: {against('ttft', v['ttft_p99_s'])}",
-        f"- TPOT: {against('tpot', v['tpot_p99_s'])}",
-        f"- Fleet plan feasible: {'yes' if v.get('fleet_feasible') else 'no'}",
-    ]
     return lines
 
 
@@ -374,14 +317,22 @@ def replace_directory(target: Path, fill, *, force: bool = False) -> None:
         raise
 
 
-def report(plan: str | Path | PlanFile, out: str | Path, *, force: bool = False,
-           cards: tuple[Path, ...] = ()) -> Document:
-    """Evaluate ``plan`` and write its report directory ``out`` (whole or not at all)."""
+def report(plan: str | Path | PlanFile, out: str | Path, *, force: bool = False, cards: tuple[Path, ...] = (),
+           sections: dict | None = None, gpu_cost: dict[str, float] | None = None) -> Document:
+    """Evaluate ``plan`` and write its report directory ``out`` (whole or not at all).
+
+    ``sections``: {pd, tiers, checklist, concurrency} given on the command line (None entries keep the
+    plan file's ``report`` section); ``gpu_cost``: prices per GPU-hour replacing the plan's.
+    """
     planfile = plan if isinstance(plan, PlanFile) else load_plan(plan)
     out = Path(out)
     if out.exists() and not force:  # refuse before any work
         raise InputError(f"'{out}' already exists", "pass --force to replace it, or choose another --out")
-    doc = build_document(planfile, cards)
+    try:
+        options = ReportOptions.of(planfile.plan, **(sections or {}))
+    except InputError as exc:
+        raise exc.prefixed(f"{planfile.path}: ") from None
+    doc = build_document(planfile, cards, options, gpu_cost)
     replace_directory(out, lambda d: write_document(doc, d), force=force)
     return doc
 

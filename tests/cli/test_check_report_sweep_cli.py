@@ -166,9 +166,9 @@ def test_report_for_llama70b_on_h100(run, tmp_path):
     out = tmp_path / "report"
     res = run("report", PASS, "--out", out)
     assert res.exit_code == 0, res.stderr
-    assert res.stderr.startswith(f"Wrote {out}/report.md (4 charts, 4 tables")
+    assert res.stderr.startswith(f"Wrote {out}/report.md (4 charts, 5 tables")
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["concurrency.csv", "concurrency.png", "kv_vs_context.csv", "kv_vs_context.png",
+    assert names == ["concurrency.csv", "concurrency.png", "fleet.csv", "kv_vs_context.csv", "kv_vs_context.png",
                      "latency_vs_batch.csv", "latency_vs_batch.png", "memory.csv", "memory.png", "report.md"]
     for png in out.glob("*.png"):
         data = png.read_bytes()

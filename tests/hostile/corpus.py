@@ -259,6 +259,14 @@ def build(root: Path) -> list[Case]:
         "unknown-key": PLAN + "surprise: 1\n", "name-newline": PLAN.replace("name: llama70b-h100-tp8-fp8",
                                                                             'name: "a\\n::warning::b"'),
         "trace-missing": PLAN.replace("workload:\n", "workload:\n  trace: /no/such/trace.jsonl\n"),
+        "gpu-cost-negative": PLAN + "gpu_cost: -1\n",
+        "gpu-cost-nan": PLAN + "gpu_cost: {h100-sxm: .nan}\n",
+        "gpu-cost-laughs": PLAN + "gpu_cost: {" + ", ".join(f"h{i}: 1" for i in range(100)) + "}\n",
+        "report-unknown-section": PLAN + "report: {pdd: true}\n",
+        "report-concurrency-huge": PLAN + "report: {concurrency: [1000000000000]}\n",
+        "report-concurrency-list-huge": PLAN + "report: {concurrency: [" + ", ".join(map(str, range(1, 5000))) + "]}\n",
+        "report-pd-one-slo": PLAN.replace("  ttft: p99<=2s\n", "") + "report: {pd: true}\n",
+        "report-tiers-no-rate": PLAN.replace("  qps: 2\n", "") + "report: {tiers: true}\n",
     }
     for name, text in plans.items():
         path = _write(root / "plans" / f"{name}.yaml", text)
@@ -267,7 +275,9 @@ def build(root: Path) -> list[Case]:
         junit = out / f"junit-{name}.xml"
         add(Case(f"plan-check:{name}", ["check", path, "--junit", junit], outputs=[junit], isolate=iso))
         if name in ("typo-model", "typo-hardware", "billion-laughs", "binary", "not-mapping", "chain-100k",
-                    "engine-tp-zero", "max-num-seqs-zero", "slo-no-unit"):
+                    "engine-tp-zero", "max-num-seqs-zero", "slo-no-unit", "gpu-cost-negative", "gpu-cost-nan",
+                    "gpu-cost-laughs", "report-unknown-section", "report-concurrency-huge",
+                    "report-concurrency-list-huge", "report-pd-one-slo", "report-tiers-no-rate"):
             report = out / f"report-{name}"
             add(Case(f"plan-report:{name}", ["report", path, "--out", report], outputs=[report], isolate=iso))
 

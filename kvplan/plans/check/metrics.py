@@ -6,8 +6,9 @@ plan into numbers (one call computes all of its metrics) and says when it cannot
 - ``fit``: the engine's start-up arithmetic (:func:`kvplan.plans.sizing.fit.fit`), always available.
 - ``latency``: roofline latency (:mod:`kvplan.plans.sizing.latency`), needs a workload.
 - ``fleet``: percentile latencies and pool sizes from the fleet / PD planner; not wired yet.
-- ``aggregated``: the aggregated fleet of ``kvplan plan`` (:func:`kvplan.plans.fleet.aggregated.plan_aggregated`):
-  instances, GPUs, batch, KV demand and percentile TTFT/TPOT; needs ``workload.qps`` (or a trace).
+- ``aggregated``: the aggregated fleet of ``kvplan plan`` (:mod:`kvplan.plans.check.fleet_metrics`, the same
+  call ``kvplan plan`` makes): instances, GPUs, nodes, batch, KV demand, percentile TTFT/TPOT and, with
+  ``gpu_cost``, its cost; needs ``workload.qps`` (or a trace).
 
 To add metrics, write ``compute(context) -> Produced`` and call :func:`register` once, here::
 
@@ -358,51 +359,30 @@ register(PD, {
 
 
 def _aggregated_metrics(context: PlanContext) -> Produced:
-    """Size the aggregated fleet for the plan's workload and SLOs; infeasible plans give ∞ counts."""
+    """``kvplan plan``'s fleet for the plan (:mod:`kvplan.plans.check.fleet_metrics`), read from its typed
+    fields; infeasible plans give ∞ counts."""
     import math
 
-    from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, plan_aggregated
-    from kvplan.workload.slo import parse_slo
+    from kvplan.plans.check.fleet_metrics import fleet_answer, fleet_cost
 
-    plan, engine = context.plan, context.plan.engine
-    workload = plan.workload
-    if workload.trace is not None:
-        from kvplan.workload.traces import read_trace
-
-        path = Path(workload.trace)
-        path = path if path.is_absolute() else context.base_dir / path
-        fleet_workload = FleetWorkload.from_trace(read_trace(path, trace_format=workload.trace_format), workload.qps)
-    else:
-        if workload.qps is None:
-            raise InputError("fleet metrics need an arrival rate", "add workload.qps to the plan")
-        from kvplan.workload.synthetic import workload_from_flags
-
-        spec = workload_from_flags(rate_per_s=workload.qps, isl=str(workload.isl), osl=str(workload.osl))
-        fleet_workload = FleetWorkload.from_spec(spec, sample_requests=10_000)
-    slos = []
-    for kind in ("ttft", "tpot"):
-        text = getattr(plan.slo, kind) if plan.slo else None
-        if text is not None:
-            slos.append(parse_slo(kind, text))
-    settings = EngineSettings(
-        engine=engine.name, kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
-        gpu_memory_utilization=engine.gpu_memory_utilization, max_num_seqs=engine.max_num_seqs,
-        chunk_tokens=engine.max_num_batched_tokens or 8192, block_size=engine.block_size)
-    fleet = plan_aggregated(context.model_card, context.hardware_card, fleet_workload, slos,
-                            Shape(engine.tensor_parallel_size, engine.pipeline_parallel_size), settings,
-                            allow_long_context=engine.allow_long_context)
+    answer = fleet_answer(context).fleet
+    fleet = answer.plan
     values = {f"{kind}_{stat}_s": _finite(getattr(fleet, kind).get(stat), math.inf)
               for kind in ("ttft", "tpot") for stat in ("mean", "p50", "p90", "p95", "p99")}
     memory = fleet.memory
-    for key in ("instances", "total_gpus", "batch_per_instance"):
+    for key in ("instances", "total_gpus", "batch_per_instance", "nodes"):
         values[key] = _finite(getattr(fleet, key), math.inf)
     for key in ("kv_demand_mean_bytes", "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes"):
         values[key] = _finite(getattr(memory, key) if memory is not None else None,
                               -math.inf if key == "headroom_bytes" else math.inf)
     values["fleet_concurrency"] = _finite(fleet.point.concurrency if fleet.point is not None else None, math.inf)
     values["fleet_feasible"] = fleet.feasible
-    explain = list(fleet.explain) + ([f"infeasible: {fleet.reason}"] if not fleet.feasible else [])
-    return Produced(values, explain, fleet.assumptions)
+    if context.gpu_cost:
+        cost = fleet_cost(context)
+        for key in COST_METRICS:
+            values[key] = _finite(cost[key], math.inf)
+    explain = list(answer.explain) + ([f"infeasible: {fleet.reason}"] if not fleet.feasible else [])
+    return Produced(values, explain, list(answer.notes), answer.result(with_verdict=False))
 
 
 def _finite(value, missing: float):
@@ -412,6 +392,7 @@ def _finite(value, missing: float):
     return value if value is not None and math.isfinite(value) else missing
 
 
+COST_METRICS = ("fleet_cost_per_hour", "cost_per_million_output_tokens")
 AGGREGATED = Producer("aggregated", compute=_aggregated_metrics, needs_workload=True, module="kvplan.plans.fleet.aggregated")
 register(AGGREGATED, {
     **{f"{kind}_{stat}_s": (f"{stat} {kind.upper()} of the sized aggregated fleet under the workload's rate "
@@ -426,4 +407,8 @@ register(AGGREGATED, {
     "kv_capacity_bytes": ("KV pool of the whole fleet", "bytes"),
     "headroom_bytes": ("kv_capacity_bytes − kv_demand_p99_bytes", "bytes"),
     "fleet_feasible": ("some fleet of the instance shape meets the SLOs (and the GPU budget)", "bool"),
+    "nodes": ("whole nodes of the system the fleet takes", "nodes"),
+    "fleet_cost_per_hour": ("GPUs × gpu_cost per GPU-hour (needs gpu_cost)", "per hour"),
+    "cost_per_million_output_tokens": ("fleet cost per hour / output tokens per hour × 10⁶ (needs gpu_cost)",
+                                       "per 1M tokens"),
 })

@@ -14,6 +14,8 @@ the engine's own names, an optional workload and SLOs, and the assertions CI che
       gpu_memory_utilization: 0.9
     workload: {qps: 2, isl: 8k, osl: 512}
     slo: {ttft: "p99<=2s", tpot: "p99<=50ms"}
+    gpu_cost: {h100-sxm: 2.4}          # price per GPU-hour (any currency); a bare number prices the plan's hardware
+    report: {pd: true, tiers: true, checklist: true, concurrency: [1, 8, 32, 128]}   # kvplan report's optional sections
     assertions:
       - max_concurrency_at_max_len >= 16
       - kv_fits: true
@@ -204,6 +206,31 @@ class SLO(PlanModel):
 
 ONE_LINE = r"^[^\x00-\x1f\x7f]*$"  # no newline or other control character (it would reach CI logs)
 AssertionItem = Union[str, dict[str, Union[bool, float]]]
+MAX_CONCURRENCY = 4096      # requests in flight one closed-loop point replays (bounded time)
+MAX_CONCURRENCY_LEVELS = 12
+MAX_PRICES = 32
+
+Price = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True, description="price per GPU-hour, any currency")]
+CardName = Annotated[str, Field(min_length=1, max_length=200, pattern=ONE_LINE)]
+Flag = Annotated[bool, Field(strict=True)]
+
+
+class ReportSections(PlanModel):
+    """``kvplan report``'s optional sections (the CLI's --pd, --tiers, --checklist, --concurrency do the same)."""
+
+    pd: Flag = Field(False, description="a disaggregated (xPyD) section from kvplan pd, against this plan's fleet")
+    tiers: Flag = Field(False, description="a KV tier section from kvplan tier on this plan's fleet")
+    checklist: Flag = Field(False, description="the engineering checklist (where the KV lives, … what breaks first)")
+    concurrency: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY, strict=True)]] = Field(
+        default_factory=list, max_length=MAX_CONCURRENCY_LEVELS,
+        description="closed-loop levels (requests in flight) for the latency-throughput chart, e.g. [1, 8, 32, 128]")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _distinct(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError("concurrency levels must be distinct")
+        return sorted(value)
 
 
 class Plan(PlanModel):
@@ -218,15 +245,51 @@ class Plan(PlanModel):
     engine: EngineSettings = Field(default_factory=EngineSettings)
     workload: Workload | None = None
     slo: SLO | None = None
+    gpu_cost: Union[Price, dict[CardName, Price], None] = Field(
+        None, description="price per GPU-hour (any currency): a number for the plan's hardware, or {hardware: price} "
+                          "as kvplan plan --gpu-cost; gives cost per hour and per million output tokens")
+    report: ReportSections = Field(default_factory=ReportSections)
     assertions: list[AssertionItem] = Field(
         default_factory=list,
         description="expressions over metric names, e.g. 'max_concurrency_at_max_len >= 16', or {kv_fits: true}")
+
+    @field_validator("gpu_cost")
+    @classmethod
+    def _prices(cls, value):
+        if isinstance(value, dict) and not 0 < len(value) <= MAX_PRICES:
+            raise ValueError(f"give 1 to {MAX_PRICES} prices (hardware: price per GPU-hour)")
+        return value
 
     @model_validator(mode="after")
     def _one_target(self):
         if (self.hardware is None) == (self.system is None):
             raise ValueError("give exactly one of 'hardware' and 'system'")
         return self
+
+    @model_validator(mode="after")
+    def _sections_have_inputs(self):
+        problem = sections_problem(self, self.report.pd, self.report.tiers, self.report.checklist,
+                                   bool(self.report.concurrency))
+        if problem:
+            raise ValueError(f"report: {problem}")
+        return self
+
+
+def sections_problem(plan, pd: bool, tiers: bool, checklist: bool, closed_loop: bool) -> str | None:
+    """Why the plan cannot give the report sections asked for (None when it can)."""
+    workload = plan.workload
+    lengths = workload is not None and workload.has_lengths
+    if (pd or checklist) and (plan.slo is None or plan.slo.ttft is None or plan.slo.tpot is None):
+        return "the PD section and the checklist need both SLOs (slo: {ttft: 'p99<=2s', tpot: 'p99<=50ms'})"
+    if (pd or checklist or tiers) and (not lengths or (workload.trace is None and workload.qps is None)):
+        return "the PD, tier and checklist sections need a workload with a rate (workload: {qps, isl, osl} or a trace)"
+    if tiers and workload.trace is not None and workload.qps is not None:
+        return "the tier section replays a trace at its own rate: drop workload.qps (or the tier section)"
+    if tiers and plan.engine.pipeline_parallel_size > 1:
+        return "the tier section plans tensor-parallel instances only (pipeline_parallel_size 1)"
+    if closed_loop and not lengths:
+        return "the closed-loop chart needs a workload's lengths (workload: {isl, osl} or a trace)"
+    return None
 
 
 def plan_json_schema() -> dict:
@@ -352,6 +415,9 @@ def load_plan(path: str | Path) -> PlanFile:
                     f"valid metrics: {', '.join(registry.METRICS)}",
                 )
             reason = registry.unavailable(name, plan)
+            if reason is None and name in registry.COST_METRICS and plan.gpu_cost is None:
+                raise InputError(f"{path}: assertion '{assertion.text}': metric '{name}' needs prices",
+                                 "add gpu_cost (price per GPU-hour, e.g. gpu_cost: {h100-sxm: 2.4}) to the plan")
             if reason:
                 raise InputError(f"{path}: assertion '{assertion.text}': metric '{name}' {reason}",
                                  registry.hint_for(name))

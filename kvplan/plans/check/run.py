@@ -87,11 +87,14 @@ def _number(value):
     return value
 
 
-def check_plan(planfile: PlanFile, cards: tuple[Path, ...] = ()) -> PlanCheck:
-    """Evaluate the plan's producers once, then every assertion and SLO against their values."""
+def check_plan(planfile: PlanFile, cards: tuple[Path, ...] = (), context=None) -> PlanCheck:
+    """Evaluate the plan's producers once, then every assertion and SLO against their values.
+
+    ``context``: a :class:`PlanContext` already made for this plan (the report's), so its answers are shared.
+    """
     start = time.perf_counter()
     plan = planfile.plan
-    context = registry.PlanContext(plan, planfile.path.parent, cards)
+    context = context or registry.PlanContext(plan, planfile.path.parent, cards)
     needed = [n for a in planfile.assertions for n in a.names]
     slo_checks = [(slo, _slo_metric(slo, plan)) for slo in planfile.slos]
     try:

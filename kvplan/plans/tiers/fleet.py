@@ -142,7 +142,8 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
 
 
 def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, ttft_slo: str | None,
-                     tpot_slo: str | None, mean_prefill_s: float, fits=None) -> tuple[Fleet, list[str]]:
+                     tpot_slo: str | None, mean_prefill_s: float, fits=None,
+                     instances: int | None = None) -> tuple[Fleet, list[str]]:
     """``kvplan plan``'s fleet for the tier plan's deployment and workload, on whole nodes of the system.
 
     Without ``nodes``, and given ``fits`` (the active decode KV fits HBM), nodes are added until it
@@ -163,13 +164,17 @@ def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, 
     plan = plan_fleet(dep, workload, slos, allow_long_context=True)
     per_node = accelerators_per_node // tp
     given = nodes
+    if instances is not None:  # the fleet is given (a plan's): its instances on the whole nodes they take
+        nodes, given = max(1, math.ceil(instances / per_node)), max(1, math.ceil(instances / per_node))
     if nodes is None:
         if plan.instances is None:
             raise InfeasibleError(f"no aggregated fleet serves the workload: {plan.reason}",
                                   plan.hint or "lower the rate, relax the SLOs or add --nodes")
         nodes = max(1, math.ceil(plan.instances / per_node))
+    fixed = instances
+
     def at(n: int) -> Fleet:
-        instances = n * per_node
+        instances = fixed if fixed is not None else n * per_node
         point = plan.point if plan.instances == instances else plan.setup["model"].evaluate(instances)
         if not (point.prefill_utilization < 1 and math.isfinite(point.tpot["mean"])):
             raise InfeasibleError(
@@ -184,9 +189,13 @@ def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, 
     first = nodes
     while given is None and fits is not None and not fits(fleet) and fleet.nodes < MAX_NODES:
         fleet = at(fleet.nodes + 1)
-    notes = [f"fleet: kvplan plan's aggregated fleet ({plan.instances} instance(s) of tp={tp}"
-             + (f", binding {plan.binding_constraint}" if plan.instances else "") + f") on {first} whole node(s) of "
-             f"{per_node} instance(s)", *plan.assumptions]
+    if fixed is not None:
+        notes = [f"fleet: the given {fixed} instance(s) of tp={tp} on {first} whole node(s) of {per_node} instance(s)",
+                 *plan.assumptions]
+    else:
+        notes = [f"fleet: kvplan plan's aggregated fleet ({plan.instances} instance(s) of tp={tp}"
+                 + (f", binding {plan.binding_constraint}" if plan.instances else "") + f") on {first} whole node(s) "
+                 f"of {per_node} instance(s)", *plan.assumptions]
     if fleet.nodes > first:
         notes.append(f"fleet grown to {fleet.nodes} nodes so that the p99 decode batch's KV fits HBM "
                      f"({first} would spill it)")

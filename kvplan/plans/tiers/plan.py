@@ -113,18 +113,32 @@ def tier_plan(
     tiers_file: Path | None = None, overrides: CapacityOverrides = CapacityOverrides(),
     efficiencies: Efficiencies = Efficiencies(), overlap_comm: bool = False, seed: int = 0,
     pd: bool = True, ttft_slo: str | None = None, tpot_slo: str | None = None, cards: tuple[Path, ...] = (),
-    perf_model: str = "operators",
+    resolved: deployment.Deployment | None = None, instances: int | None = None, perf_model: str = "operators",
 ) -> TierPlan:
     """Capacity, content, hit rate, break-even and savings of every tier for one deployment and workload.
 
+    ``resolved``: an already resolved deployment (its engine settings, tp and system) in place of
+    ``model``/``hardware``/``system``/``tp`` and the engine arguments; ``instances``: the fleet's
+    instance count, fixed (a plan's fleet: the tiers are placed on it, a spill is priced as a what-if).
     Prefill (recompute) and decode step times come from the deployment's step-time model
-    (``perf_model``: the per-operator model by default, ``"roofline"`` for one η pair).
+    (``perf_model``: the per-operator model by default, ``"roofline"`` for one η pair; a ``resolved``
+    deployment brings its own).
     """
+    if resolved is not None:
+        if resolved.pp != 1:
+            raise InputError(f"the tier plan places tensor-parallel instances (got pp={resolved.pp})",
+                             "use pipeline_parallel_size 1")
+        model, hardware, system, tp = resolved.model, resolved.hardware, resolved.system, resolved.tp
+        engine = resolved.engine.engine
+        perf_model = resolved.engine.perf_model
     dep = load_deployment(model, hardware, system, tp, cards)
     card, hw, tp = dep.card, dep.hardware, dep.tp
-    resolved = deployment.resolve(card, hw, system=dep.system, parallel=Parallelism(tp=tp), engine=EngineSettings(
-        engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
-        efficiencies=efficiencies, perf_model=perf_model))
+    if resolved is None:
+        resolved = deployment.resolve(card, hw, system=dep.system, parallel=Parallelism(tp=tp), engine=EngineSettings(
+            engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
+            gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies, perf_model=perf_model))
+    if instances is not None and (not isinstance(instances, int) or instances < 1):
+        raise InputError(f"instances must be a whole number >= 1 (got {instances})")
     cost, machine = resolved.cost, resolved.machine
     pass_fn = resolved.steps.pass_fn
     notes = [*resolved.notes, *resolved.step_notes]
@@ -150,8 +164,8 @@ def tier_plan(
             return _active_decode_kv(cost, f, isl, osl, tp, seed)[1][1] <= budget
 
         fleet, fleet_notes = aggregated_fleet(resolved, reuse, dep.accelerators_per_node, nodes, ttft_slo, tpot_slo,
-                                              float(np.mean(recompute(isl))), fits=fits_hbm)
-        if nodes is not None and not fits_hbm(fleet):
+                                              float(np.mean(recompute(isl))), fits=fits_hbm, instances=instances)
+        if (nodes is not None or instances is not None) and not fits_hbm(fleet):
             hbm_nodes = aggregated_fleet(resolved, reuse, dep.accelerators_per_node, None, ttft_slo, tpot_slo,
                                          float(np.mean(recompute(isl))), fits=fits_hbm)[0].nodes
         else:
@@ -370,7 +384,9 @@ def _explain_head(card, hw, cost, machine, fleet, reuse, budget, active_mean, bp
         f"workload: {reuse.label}; λ = {reuse.rate_per_s:.4g} req/s, ISL p50 {isl_q[0]:,.0f} / p99 {isl_q[1]:,.0f}",
         f"recompute(n) = roofline prefill of n tokens (2 × params × n + causal attention, η_flops "
         f"{machine.eta_flops:g}, η_mem {machine.eta_mem:g}): recompute(p50 ISL) = {format_seconds(r50)}",
-        f"fleet: {fleet.nodes} node(s) × {fleet.accelerators_per_node // tp} instance(s) of tp={tp}"
+        (f"fleet: {fleet.nodes} node(s) × {fleet.accelerators_per_node // tp} instance(s) of tp={tp}"
+         if fleet.instances == fleet.nodes * (fleet.accelerators_per_node // tp) else
+         f"fleet: {fleet.instances} instance(s) of tp={tp} on {fleet.nodes} node(s)")
         + (f" (kvplan plan's fleet: {fleet.plan_instances} instance(s), on whole nodes)"
            if fleet.plan_instances is not None and fleet.auto else "") + "; per instance "
         + (f"ρ_p = λ/I × E[prefill] = {fleet.rate_per_s:.4g}/{fleet.instances} × "
