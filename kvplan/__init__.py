@@ -6,7 +6,11 @@ The public library surface (each CLI command has one of these as its Python equi
     kvplan.size("llama-3.1-70b", seq=131072, batch=[1, 4])       # -> Result
     kvplan.fit("llama-3.1-70b", "h100-sxm", seq=131072, tp=8)
     kvplan.load_model("deepseek-v3"); kvplan.load_hardware("h200")
-    kvplan.plan_aggregated(card, hw, workload, slos, shape)       # -> FleetPlan (kvplan plan)
+    kvplan.plan_aggregated(card, hw, workload, slos, shape)       # -> FleetPlan (one shape)
+    kvplan.plan(model, hw, workload, slos)                        # -> FleetAnswer (kvplan plan)
+    kvplan.plan_pd(model, hw, qps=…, isl=…, osl=…)                # -> PdAnswer (kvplan pd)
+
+Answers are typed (frozen dataclasses); ``answer.rows`` are the JSON rows ``--format json`` prints.
 
 Names resolve lazily so that ``import kvplan`` stays cheap.
 """
@@ -29,6 +33,9 @@ _EXPORTS = {
     "plan": "kvplan.plans.fleet.plan",
     "plan_aggregated": "kvplan.plans.fleet.aggregated",
     "FleetPlan": "kvplan.plans.fleet.aggregated",
+    "FleetAnswer": "kvplan.plans.fleet.plan",
+    "plan_pd": "kvplan.plans.pd.plan",
+    "PdAnswer": "kvplan.plans.pd.result",
     "Result": "kvplan.result",
     "KvplanError": "kvplan.errors",
     "ModelCard": "kvplan.cards.schema",

@@ -23,3 +23,21 @@ class Result:
 
     def column(self, key: str) -> list:
         return [row[key] for row in self.rows]
+
+
+class Answer:
+    """What the typed answers of the planners (``FleetAnswer``, ``PdAnswer``) share: their ``notes`` read as
+    ``assumptions``, and the :class:`Result` the renderers take, its rows made from the typed fields then.
+
+    A subclass has ``title``, ``columns``, ``explain``, ``notes``, ``verdict``, ``failed`` and ``rows``.
+    """
+
+    @property
+    def assumptions(self) -> list[str]:
+        return list(self.notes)
+
+    def result(self, with_verdict: bool = True) -> Result:
+        """The answer as a :class:`Result` (``with_verdict`` false: the command says the "no" itself)."""
+        return Result(title=self.title, rows=self.rows, columns=list(self.columns), explain=list(self.explain),
+                      assumptions=list(self.notes), verdict=self.verdict if with_verdict else None,
+                      failed=self.failed and with_verdict)

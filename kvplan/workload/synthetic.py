@@ -218,8 +218,9 @@ class Workload(_Frozen):
         """
         if self.turns == 1:
             return self.arrival_cv**2
-        gaps = np.diff(self.sample(sample_requests, seed).arrival_s)
-        return float(gaps.var() / gaps.mean() ** 2)
+        from kvplan.workload.summary import arrival_scv
+
+        return arrival_scv(self.sample(sample_requests, seed).arrival_s)
 
     def prompt_moments(self) -> tuple[float, float]:
         """(E[prompt], E[prompt²]) per request, averaged over turns 1..T (formula in the module docstring)."""

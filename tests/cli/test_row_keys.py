@@ -53,34 +53,21 @@ PLAN_REPLAY_KEYS = {
         "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "binding_constraint", "feasible", "reason", "nodes"],
 }
 
-PD_KEYS = {
-    "disaggregated": ["scenario", "mode", "model", "prefill_hardware", "decode_hardware", "xpyd", "prefill_instances",
-        "decode_instances", "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
-        "prefill_nodes", "decode_nodes", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
-        "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
-        "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
-        "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s",
-        "decode_batch_mean", "decode_batch_at_slo", "decode_kv_budget_bytes_per_gpu", "decode_kv_used_bytes_per_gpu",
-        "decode_staging_bytes_per_gpu", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s",
-        "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "ttft_slo", "tpot_slo",
-        "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
-        "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
-        "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason", "placement",
-        "placement_fits", "placement_picked", "placement_reason", "checklist"],
-    "aggregated": ["scenario", "mode", "model", "prefill_hardware", "decode_hardware", "xpyd", "prefill_instances",
-        "decode_instances", "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
-        "prefill_nodes", "decode_nodes", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
-        "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
-        "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
-        "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s",
-        "decode_batch_mean", "decode_batch_at_slo", "decode_kv_budget_bytes_per_gpu", "decode_kv_used_bytes_per_gpu",
-        "decode_staging_bytes_per_gpu", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s",
-        "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "ttft_slo", "tpot_slo",
-        "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
-        "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
-        "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason", "placement",
-        "placement_fits", "placement_picked", "placement_reason", "checklist"],
-}
+PD_ROW_KEYS = [
+    "scenario", "mode", "model", "prefill_hardware", "decode_hardware", "xpyd", "prefill_instances",
+    "decode_instances", "prefill_tp", "decode_tp", "prefill_dp", "decode_dp", "prefill_ep", "decode_ep",
+    "prefill_nodes", "decode_nodes", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
+    "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
+    "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
+    "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s",
+    "decode_batch_mean", "decode_batch_at_slo", "decode_kv_budget_bytes_per_gpu", "decode_kv_used_bytes_per_gpu",
+    "decode_staging_bytes_per_gpu", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s",
+    "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "ttft_slo", "tpot_slo",
+    "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
+    "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
+    "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason", "placement",
+    "placement_fits", "placement_picked", "placement_reason", "checklist"]
+PD_KEYS = {"disaggregated": PD_ROW_KEYS, "aggregated": PD_ROW_KEYS}  # every pd row has the same keys
 
 PLAN = ["plan", "llama-3.1-8b", "h100-sxm", "--qps", "10", "--isl", "1k:4k", "--osl", "200", "--ttft", "p99<=2s",
         "--tpot", "p90<=50ms", "--sample", "5000", "--gpu-cost", "h100-sxm=2.5", "--format", "json"]

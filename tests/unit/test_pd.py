@@ -218,9 +218,11 @@ def test_sojourn_quantile_of_a_mixture_brackets_its_parts():
     assert occupancy_quantile(0.99, 40.0, ca2=3.0) > occupancy_quantile(0.99, 40.0)
 
 
-def test_trace_workload_bins_keep_the_mean_and_use_dispersion_of_counts():
+def test_trace_workload_bins_keep_the_mean_and_use_the_gaps_scv():
     import numpy as np
 
+    from kvplan.plans.fleet.aggregated import FleetWorkload
+    from kvplan.workload.summary import summarise
     from kvplan.workload.traces import make_trace, read_trace
 
     from ..conftest import DATA
@@ -230,12 +232,15 @@ def test_trace_workload_bins_keep_the_mean_and_use_dispersion_of_counts():
     assert w.isl.size <= 200 and abs(float(w.weights.sum()) - 1) < 1e-12
     assert_allclose(w.isl_mean, trace.isl.mean())
     assert w.isl_max == trace.isl.max() and w.osl_max == trace.osl.max()
-    # 20 one-minute windows alternating 30 and 90 arrivals: counts have mean 60, variance 900 → ca² = 15
-    arrivals = np.concatenate([m * 60 + np.linspace(0, 59, 30 if m % 2 else 90) for m in range(20)] + [[1200.0]])
-    w = workload_from_inputs(None, None, None, None, make_trace(arrivals, np.full(arrivals.size, 100),
-                                                                np.full(arrivals.size, 10)))
-    assert_allclose(w.arrival_scv, 15.0)
-    assert_allclose(w.rate_per_s, (arrivals.size - 1) / 1200.0)
+    # the one estimator: pd, plan (FleetWorkload) and kvplan workload read the same ca² from a trace
+    assert w.arrival_scv == FleetWorkload.from_trace(trace).arrival_scv
+    assert_allclose(w.arrival_scv, summarise(trace)["interarrival_cv"] ** 2)
+    # gaps 1, 0, 0, 3 (three requests in one tick at t = 1): mean 1, Var = (0 + 1 + 1 + 4) / 4 = 1.5 → ca² = 1.5
+    arrivals = np.array([0.0, 1.0, 1.0, 1.0, 4.0])
+    w = workload_from_inputs(None, None, None, None, make_trace(arrivals, np.full(5, 100), np.full(5, 10)))
+    assert_allclose(w.arrival_scv, 1.5)
+    assert_allclose(w.rate_per_s, 4 / 4.0)
+    assert any("50% of requests share the timestamp" in n for n in w.notes)
 
 
 # --------------------------------------------------------------------------- DistServe (OSDI'24 §2.3, Figure 1)

@@ -33,7 +33,7 @@ from kvplan.plans.fleet.model import FleetModel, LengthStats, Point, Slo
 from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism, resolve
 from kvplan.units import format_bytes, format_seconds
 from kvplan.workload.slo import parse_slo  # noqa: F401  (re-exported: the one SLO grammar)
-from kvplan.workload.summary import rate_buckets
+from kvplan.workload.summary import arrival_scv, rate_buckets
 from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace
 
@@ -69,12 +69,13 @@ class FleetWorkload:
 
     @classmethod
     def from_trace(cls, trace: Trace, qps: float | None = None) -> FleetWorkload:
-        """A trace's own rate (``(n − 1) / duration``), or ``qps`` by rescaling its time axis."""
+        """A trace's own rate (``(n − 1) / duration``), or ``qps`` by rescaling its time axis; ca² from its
+        gaps (:func:`kvplan.workload.summary.arrival_scv`, unchanged by the rescaling)."""
         if trace.requests < 2 or trace.arrival_s[-1] <= 0:
             raise InputError(f"trace '{trace.source}' needs at least two requests at different times to give a rate",
                              "use a longer trace, or workload flags (--qps, --isl, --osl)")
-        gaps = np.diff(trace.arrival_s)
-        rate = 1.0 / float(gaps.mean())
+        original = trace.arrival_s
+        rate = 1.0 / float(np.diff(original).mean())
         scale = 1.0
         if qps is not None:
             _check_rate(qps)
@@ -84,7 +85,7 @@ class FleetWorkload:
         peak = float(rate_buckets(trace.arrival_s, 60.0).max()) / 60.0 if trace.arrival_s[-1] >= 60 else None
         name = Path(trace.source).name or trace.source
         text = f"trace {name}: {trace.requests:,} requests" + (f", time axis × {scale:.4g}" if qps else "")
-        return cls(rate, float(gaps.var() / gaps.mean() ** 2), LengthStats(trace.isl, trace.osl), text,
+        return cls(rate, arrival_scv(original), LengthStats(trace.isl, trace.osl), text,
                    trace=trace, peak_rate_per_s=peak)
 
     @classmethod

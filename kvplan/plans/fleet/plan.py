@@ -16,7 +16,7 @@ from kvplan.errors import InputError
 from kvplan.plans.deployment import Deployment, Parallelism, resolve, resolve_cards
 from kvplan.plans.fleet.aggregated import (EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_inputs, _check_rate,
                                            plan_fleet)
-from kvplan.result import Result
+from kvplan.result import Answer
 from kvplan.units import format_seconds
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace
@@ -37,7 +37,7 @@ class ScalePoint:
 
 
 @dataclass(frozen=True)
-class FleetAnswer:
+class FleetAnswer(Answer):
     """``kvplan plan``'s answer: the chosen plan, every shape searched (chosen first), the scale-out re-plans.
 
     ``notes`` are the assumptions and defaults taken, ``explain`` the chain of numbers; ``rows`` is the
@@ -68,10 +68,6 @@ class FleetAnswer:
         return not self.plan.feasible
 
     @property
-    def assumptions(self) -> list[str]:
-        return list(self.notes)
-
-    @property
     def columns(self) -> list[str]:
         return list(PLAN_COLUMNS)
 
@@ -80,13 +76,6 @@ class FleetAnswer:
         from kvplan.plans.fleet.rows import answer_rows
 
         return answer_rows(self)
-
-    def result(self, with_verdict: bool = True) -> Result:
-        """The answer as a :class:`Result` for the renderers (rows, columns, explain, notes and, with
-        ``with_verdict``, the verdict)."""
-        return Result(title=self.title, rows=self.rows, columns=self.columns, explain=list(self.explain),
-                      assumptions=list(self.notes), verdict=self.verdict if with_verdict else None,
-                      failed=self.failed and with_verdict)
 
 
 def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None, isl: str | None = None,

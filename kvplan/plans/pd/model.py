@@ -5,9 +5,11 @@ ISL is one value; otherwise half of the bins cover the shortest 95% of prompts a
 5% (where the p99 TTFT is decided): a lognormal at the probability midpoints of its bins, a trace's
 sorted prompts averaged in equal-count groups (the mean is kept exactly). OSL enters
 through its mean (decode time, Little's law) and its largest value (the longest request must fit).
-Arrival burstiness ca²: flags give ``arrival_cv²``; a trace gives the index of dispersion of its
-arrival counts in 60 s windows (Var/mean of counts → ca² for a renewal process), which, unlike
-the gaps' CV, does not count requests that share a timestamp tick as a burst.
+Arrival burstiness ca²: flags give ``arrival_cv²``; a trace gives the SCV of its inter-arrival
+gaps, :func:`kvplan.workload.summary.arrival_scv` — the one estimator ``kvplan plan``, ``tier``,
+``check`` and ``workload`` use too, picked against the replay (docs/closed-form-vs-replay.md;
+the index of dispersion of 60-s counts it replaced read the Azure conversation trace's
+minute-scale drift as ca² = 16 and put TTFT p99 at 4.5× the replay's).
 
 Prefill service of one prompt of S tokens with a cached prefix of n = ⌊F·S⌋ tokens (``F`` =
 ``cached_prefix_fraction``): one forward pass over the S − n new tokens that reads the prefix KV
@@ -40,12 +42,12 @@ from kvplan.calc.steptime import StepTimes
 from kvplan.calc.tiering import suffix_prefill_s
 from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.errors import InputError, KvplanError
+from kvplan.workload.summary import arrival_scv, tied_share
 from kvplan.workload.synthetic import Fixed, LogNormal, parse_length
 from kvplan.workload.traces import Trace
 
 BINS = 200
 TAIL = 0.05  # the longest 5% of prompts get half of the bins: the p99 TTFT lives there
-DISPERSION_WINDOW_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -128,15 +130,12 @@ def _from_trace(trace: Trace, qps: float | None, arrival_cv: float | None) -> PD
     notes = [f"workload from {trace.source}: {trace.requests:,} requests over {span:,.0f} s"]
     if arrival_cv is not None:
         scv = arrival_cv**2
-    elif span >= 10 * DISPERSION_WINDOW_S:
-        counts = np.bincount(((trace.arrival_s - trace.arrival_s[0]) // DISPERSION_WINDOW_S).astype(np.int64))[:-1]
-        scv = float(counts.var() / counts.mean())
-        notes.append(f"arrival burstiness ca² = {scv:.2f}: index of dispersion of arrivals per "
-                     f"{DISPERSION_WINDOW_S:g} s (pass --arrival-cv to override)")
     else:
-        gaps = np.diff(trace.arrival_s)
-        scv = float(gaps.var() / gaps.mean() ** 2)
-        notes.append(f"arrival burstiness ca² = {scv:.2f} from the inter-arrival gaps (short trace)")
+        scv = arrival_scv(trace.arrival_s)
+        tied = tied_share(trace.arrival_s)
+        notes.append(f"arrival burstiness ca² = {scv:.2f} from the inter-arrival gaps (pass --arrival-cv to override)"
+                     + (f"; {tied:.0%} of requests share the timestamp of the one before (counted as arriving "
+                        "together, as a replay of the trace has them)" if tied >= 0.05 else ""))
     if qps is not None:
         notes.append(f"rate {qps:g} req/s given (--qps); the trace's lengths are used")
     isl = np.sort(trace.isl.astype(np.float64))

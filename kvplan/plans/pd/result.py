@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvplan.result import Answer
+
 
 @dataclass(frozen=True)
 class PoolFigures:
@@ -108,7 +110,7 @@ class PdPlan:
 
 
 @dataclass(frozen=True)
-class PdAnswer:
+class PdAnswer(Answer):
     """``kvplan pd``'s answer: the base plan first, then the aggregated alternative, the sensitivity and placement
     plans; notes, explain, the verdict; ``rows`` is the JSON form (:func:`kvplan.plans.pd.rows.answer_rows`)."""
 
@@ -127,19 +129,7 @@ class PdAnswer:
         return self.plans[0]
 
     @property
-    def assumptions(self) -> list[str]:
-        return list(self.notes)
-
-    @property
     def rows(self) -> list[dict]:
         from kvplan.plans.pd.rows import answer_rows
 
         return answer_rows(self)
-
-    def result(self, with_verdict: bool = True):
-        """The answer as a :class:`kvplan.result.Result` for the renderers."""
-        from kvplan.result import Result
-
-        return Result(title=self.title, rows=self.rows, columns=list(self.columns), explain=list(self.explain),
-                      assumptions=list(self.notes), verdict=self.verdict if with_verdict else None,
-                      failed=self.failed and with_verdict)
