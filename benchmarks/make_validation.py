@@ -7,7 +7,8 @@
 Sections: (a) KV bytes against published figures, (b) real Hugging Face transformers caches
 measured against kvplan's ``hf`` profile (run when torch and transformers import), (c) engine
 start-up logs recomputed live with kvplan, (d) latency against published measurements, copied
-verbatim from docs/_latency_validation.md when that file exists. The records and measurement
+verbatim from docs/_latency_validation.md when that file exists, (e) and (f) from docs/_perf_validation.md
+and docs/_memory_terms.md. The records and measurement
 functions live in ``tests/validation`` so the tests and this page use the same numbers; the page
 carries no timestamp, so regenerating it unchanged gives the same bytes.
 """
@@ -29,12 +30,14 @@ from tests.validation import engine_logs, published  # noqa: E402
 DOC = ROOT / "docs" / "validation.md"
 LATENCY_FILE = ROOT / "docs" / "_latency_validation.md"
 PERF_FILE = ROOT / "docs" / "_perf_validation.md"
+MEMORY_FILE = ROOT / "docs" / "_memory_terms.md"
 HEADINGS = {
     "published": "## (a) KV bytes against published figures",
     "real_caches": "## (b) Real transformers caches against the `hf` profile",
     "engine_logs": "## (c) Engine start-up logs",
     "latency": "## (d) Latency against published measurements",
     "perf": "## (e) Per-operator model: fitting and scoring sets",
+    "memory": "## (f) vLLM's default memory terms: fitting and scoring sets",
 }
 CHECKED_SECTIONS = ("published", "engine_logs")
 
@@ -188,6 +191,16 @@ def perf_section() -> str:
     return "\n".join(lines)
 
 
+def memory_section() -> str:
+    """(f): docs/_memory_terms.md verbatim, written by benchmarks/memory_terms.py."""
+    lines = [HEADINGS["memory"], ""]
+    if MEMORY_FILE.exists():
+        lines.append(MEMORY_FILE.read_text(encoding="utf-8").rstrip("\n"))
+    else:
+        lines.append("Not generated yet (`python benchmarks/memory_terms.py` writes `docs/_memory_terms.md`).")
+    return "\n".join(lines)
+
+
 def render(run_real_caches: bool = True) -> str:
     """The whole page."""
     a, a_tally = published_section()
@@ -214,7 +227,7 @@ def render(run_real_caches: bool = True) -> str:
         "A disagreement is listed, not hidden: in (a) the HF blog's 405B row is itself wrong; in (b) each "
         "mismatch names the transformers code responsible; in (c) the note says what the log does not show.",
     ]
-    return "\n\n".join(["\n".join(header), a, b, c, d, perf_section()]) + "\n"
+    return "\n\n".join(["\n".join(header), a, b, c, d, perf_section(), memory_section()]) + "\n"
 
 
 def sections(text: str) -> dict[str, str]:

@@ -102,7 +102,8 @@ class Grid:
         table = np.minimum(np.asarray(self.eta, dtype=np.float64), 1.0)
         xa = np.clip(np.log(np.maximum(np.asarray(size_a, float), 1e-300)), la[0], la[-1])
         xb = np.clip(np.log(np.maximum(np.asarray(size_b, float), 1e-300)), lb[0], lb[-1])
-        xa, xb = np.broadcast_arrays(xa, xb)
+        # each axis is located once on its own shape (a batch row, a context column); the four
+        # corner lookups and the blend broadcast to the grid (same values as broadcasting first)
         ia = np.clip(np.searchsorted(la, xa, side="right") - 1, 0, max(len(la) - 2, 0))
         ib = np.clip(np.searchsorted(lb, xb, side="right") - 1, 0, max(len(lb) - 2, 0))
         ja, jb = np.minimum(ia + 1, len(la) - 1), np.minimum(ib + 1, len(lb) - 1)

@@ -77,6 +77,53 @@ def activation_peak_bytes(card: ModelCard, num_tokens: int, tp: int = 1, max_num
     return float(mlp + logits)
 
 
+GiB = 2**30
+
+# vLLM's start-up profile (vllm/v1/worker/gpu_model_runner.py: profile_run) is two passes, and the
+# torch peak it logs is the larger of their transients (fitted on public logs; ENGINES.md §1):
+VLLM_FORWARD_FACTOR = 1.1       # × the MLP transient; fitted 1.07 on issue #10517 (Llama-3.1-8B, V0,
+                                # 17.06 → 17.98 GiB torch peak from 20,000 to 29,000 tokens), rounded up
+VLLM_SAMPLER_COPIES = 10.5      # × one fp32 logits matrix; fitted 10.3 on PR #10511 (Llama-3-8B, 8,192
+                                # tokens: 1.26 GiB at tp 1 and at tp 2 alike: the sampler, not the MLP)
+# non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces; vllm/utils/mem_utils.py):
+VLLM_NON_TORCH_SINGLE_BYTES = 0.35 * GiB   # one GPU: the largest of issues #10517 (0.35), #12126 (0.16)
+                                           # and #12330 (0.10 GiB)
+VLLM_NON_TORCH_MULTI_BYTES = 3.58 * GiB    # tp × pp > 1: PR #10511's tp 2 log (3.58 GiB per GPU)
+
+
+def vllm_activation_peak_bytes(card: ModelCard, num_tokens: int, tp: int = 1, max_num_seqs: int = 256,
+                               model_dtype: str | None = None) -> float:
+    """vLLM's profiled torch peak above the weights: ``max(forward, sampler)`` on one rank (bytes).
+
+    - forward: ``1.1 × tokens × per-token MLP transient × b``; the transient is ``2h + 3i/tp``
+      elements for a dense MLP (residual + normed input, gate/up output, activation output) and
+      ``2h + k × (max(2i/tp, h) + i/tp)`` for a MoE layer (``fused_moe.py``: the gate/up cache
+      shares its buffer with the down-projection cache of ``k × h`` per token; ``k`` experts per
+      token, ``i`` one expert's intermediate size); a MoE model with dense layers takes the larger.
+    - sampler (``_dummy_sampler_run``): ``10.5 × min(max_num_seqs, tokens) × vocab × 4`` B,
+      fp32 logits gathered whole on every rank, with the sort/softmax copies of top-k/top-p.
+
+    Fitted on the logs named at ``VLLM_FORWARD_FACTOR`` and ``VLLM_SAMPLER_COPIES``; an estimate:
+    pass the engine's logged figure to reproduce it exactly.
+    """
+    b = MODEL_DTYPE_BYTES[model_dtype or card.dtype]
+    h = card.hidden_size
+    dense = 2 * h + 3 * (card.intermediate_size or 4 * h) / tp
+    per_token = dense
+    if card.moe is not None:
+        inter = card.moe.expert_params / (3 * h) / tp
+        routed = 2 * h + card.moe.experts_per_token * (max(2 * inter, h) + inter)
+        per_token = routed if card.moe.num_moe_layers >= card.num_layers else max(routed, dense)
+    forward = VLLM_FORWARD_FACTOR * num_tokens * per_token * b
+    sampler = VLLM_SAMPLER_COPIES * min(max_num_seqs, num_tokens) * card.vocab_size * 4
+    return float(max(forward, sampler))
+
+
+def vllm_non_torch_bytes(tp: int = 1, pp: int = 1) -> float:
+    """vLLM's non-torch memory per GPU: 0.35 GiB alone, 3.58 GiB with any peer (see the constants)."""
+    return VLLM_NON_TORCH_SINGLE_BYTES if tp * pp == 1 else VLLM_NON_TORCH_MULTI_BYTES
+
+
 @dataclass(frozen=True)
 class Budget:
     """The terms of one GPU's KV budget, all in bytes; ``kv_cache_bytes`` may be negative."""

@@ -16,6 +16,8 @@ def describe_validation_error(path: str, error: ValidationError) -> tuple[str, s
     where = ".".join(str(p) for p in first["loc"]) or "(card)"
     message = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
+    if isinstance(got, bool) and first["type"] in ("int_type", "float_type"):
+        message = f"{str(got).lower()} is a boolean, not a number"  # YAML true/false where a count belongs
     suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, dict) else f" (got {reprlib.repr(got)})"
     more = len(error.errors()) - 1
     hint = f"{more} more problem(s) in this card; run 'kvplan cards validate {path}'" if more else (

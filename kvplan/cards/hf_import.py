@@ -18,6 +18,7 @@ experts, norms) and marked as derived; a shipped card states a published cross-c
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -28,6 +29,11 @@ from kvplan.errors import CardError, InputError
 
 # transformers config classes whose tie_word_embeddings defaults to True when the key is absent
 _TIED_BY_DEFAULT = {"gemma", "gemma2", "gemma3", "gemma3_text", "falcon", "opt", "RefinedWeb", "RefinedWebModel"}
+# layer_types entries of transformers' configs (configuration_utils.ALLOWED_LAYER_TYPES) that map to a
+# kvplan layer kind; "attention" is the attention layer of hybrid configs (granitemoehybrid). Any other
+# entry (conv, mamba, hybrid, moe, ...) is refused rather than sized as full attention.
+_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "sliding",
+                "linear_attention": "linear", "attention": "full"}
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
 
 
@@ -45,9 +51,13 @@ def _layer_kinds(cfg: dict, n_layers: int) -> list[str]:
     """'full', 'sliding' or 'linear' for every layer, per the rules in the module docstring."""
     model_type = cfg.get("model_type", "")
     if isinstance(cfg.get("layer_types"), list) and len(cfg["layer_types"]) == n_layers:
-        mapping = {"sliding_attention": "sliding", "full_attention": "full", "linear_attention": "linear",
-                   "chunked_attention": "sliding", "attention": "full"}
-        return [mapping.get(t, "full") for t in cfg["layer_types"]]
+        unknown = sorted({reprlib.repr(t) for t in cfg["layer_types"] if not isinstance(t, str) or t not in _LAYER_TYPES})
+        if unknown:
+            raise InputError(
+                f"config.json: layer_types holds {', '.join(unknown[:5])}, which kvplan cannot size",
+                f"known layer_types: {', '.join(_LAYER_TYPES)}; write the card by hand for other layers "
+                "(an 'ssm' layer group for Mamba-style state)")
+        return [_LAYER_TYPES[t] for t in cfg["layer_types"]]
     if model_type == "qwen3_next":
         interval = cfg.get("full_attention_interval", 4)
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(n_layers)]

@@ -15,12 +15,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
+import yaml
 from pydantic import BaseModel, ValidationError
 
 from kvplan.cards.files import describe_validation_error
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import CardError, InputError, UnknownCardError
-from kvplan.inputs import read_yaml
+from kvplan.inputs import load_yaml, read_text, read_yaml
 
 CardT = TypeVar("CardT", bound=BaseModel)
 KINDS = {"model": ("model_cards", ModelCard), "hardware": ("hardware_cards", HardwareCard),
@@ -78,6 +79,36 @@ def _index(kind: str, dirs: tuple[Path, ...]) -> dict[str, Path]:
     return index
 
 
+def _lookup(dirs: list[Path], key: str) -> Path | None:
+    """The file ``_index`` maps ``key`` to, reading only the cards whose text can hold it.
+
+    Same precedence as the index (earlier directories win; inside one, the last file in sorted
+    order), but a card is parsed only when its lower-cased text contains ``key`` (or a backslash,
+    which could escape it in a quoted string): a Hugging Face repo id costs one small read per
+    card instead of a YAML parse of every card. ``None``: not found this way (the index decides).
+    """
+    for directory in dirs:
+        for path in sorted(directory.glob("*.yaml"), reverse=True):
+            if path.stem.lower() == key:
+                return path
+            try:
+                text = read_text(path, "card")
+            except InputError:
+                continue
+            lowered = text.lower()
+            if key not in lowered and "\\" not in text:
+                continue
+            try:
+                data = load_yaml(text, path, "card")
+            except (InputError, yaml.YAMLError):
+                continue
+            if isinstance(data, dict):
+                names = [data.get("name"), *(data.get("aliases") or [])]
+                if any(isinstance(a, str) and a.lower() == key for a in names):
+                    return path
+    return None
+
+
 def card_files(kind: str, extra: tuple[Path, ...] = ()) -> list[Path]:
     """Every card file of a kind, one per name (user directories shadow shipped cards)."""
     seen: dict[str, Path] = {}
@@ -99,6 +130,9 @@ def find_card(kind: str, name: str, extra: tuple[Path, ...] = ()) -> Path:
                 return candidate
         except OSError:
             pass
+    found = _lookup(dirs, key)
+    if found is not None:
+        return found
     index = _index(kind, tuple(dirs))
     if key in index:
         return index[key]

@@ -35,7 +35,7 @@ MAX_NAME = 120
 class StrictModel(BaseModel):
     """Base of every card: forbid unknown keys, freeze values, finite numbers only (no .inf/.nan)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False, strict=True)
 
 
 def _as_list(value):

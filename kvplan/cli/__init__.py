@@ -159,6 +159,24 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'kvplan.cli' has no attribute {name!r}")
 
 
+def _skip_plugin_scan() -> None:
+    """With pydantic plugins disabled, do not import the module that would scan for them.
+
+    ``pydantic.plugin._loader`` imports ``importlib.metadata`` (and with it ``email``, ``socket``,
+    …) at its top, about 8 ms, only for ``get_plugins`` to return ``()`` when
+    ``PYDANTIC_DISABLE_PLUGINS`` is set. A stand-in whose ``get_plugins`` returns ``()`` is put
+    in its place, only then and only if pydantic has not loaded it yet.
+    """
+    name = "pydantic.plugin._loader"
+    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in ("__all__", "1", "true") or name in sys.modules:
+        return
+    import types
+
+    stand_in = types.ModuleType(name, "kvplan: pydantic plugins disabled (PYDANTIC_DISABLE_PLUGINS)")
+    stand_in.get_plugins = lambda: ()
+    sys.modules[name] = stand_in
+
+
 def main() -> None:
     """Run the command line: the error boundary for what Typer itself refuses, and signals.
 
@@ -179,6 +197,7 @@ def main() -> None:
     # pydantic looks up plugins through importlib.metadata (email, socket, …) when the first card model
     # is built: about a tenth of `kvplan size`. The command line uses none; a user's setting stands.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _skip_plugin_scan()
     if "--quiet" in sys.argv[2:]:  # `kvplan pd … --quiet` means what `kvplan --quiet pd …` does
         sys.argv = [sys.argv[0], "--quiet"] + [a for a in sys.argv[1:] if a != "--quiet"]
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)

@@ -36,7 +36,7 @@ def test_check_passing_plan_exits_0(run):
     assert res.exit_code == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == (f"{PASS}: llama-3.1-70b on h100-sxm: vllm tp=8 pp=1, max_model_len 131,072, KV fp8")
-    assert "  PASS  max_concurrency_at_max_len >= 16  —  max_concurrency_at_max_len = 21.89; holds >= 16" in lines
+    assert "  PASS  max_concurrency_at_max_len >= 16  —  max_concurrency_at_max_len = 20.16; holds >= 16" in lines
     assert "  PASS  kv_fits == true  —  kv_fits = true; holds == true" in lines
     assert lines[-1] == "9 passed, 0 failed (9 assertions in 1 plan file)"
     assert "FAIL" not in res.stdout and "Traceback" not in res.stderr
@@ -46,10 +46,13 @@ def test_check_failing_plan_exits_1_with_value_limit_and_why(run):
     res = run("check", FAIL)
     assert res.exit_code == 1
     lines = res.stdout.splitlines()
-    assert "  FAIL  max_concurrency_at_max_len >= 16  —  max_concurrency_at_max_len = 7.626; needs >= 16" in lines
+    assert "  FAIL  max_concurrency_at_max_len >= 16  —  max_concurrency_at_max_len = 6.793; needs >= 16" in lines
     why = lines[lines.index("        why:") + 1:]
-    assert any("79.65 GiB × 0.9 − weights 32.85 GiB" in line and "62,469 blocks" in line for line in why)
-    assert any("= 62,469 blocks × 655,360 B / 5,368,709,120 B per request = 7.626" in line for line in why)
+    # by hand: 0.9 × 85,520,809,984 B − weights 70,553,706,496 × 2 / 4 − activation 1,379,008,512 B (vLLM's sampler
+    # transient, 10.5 × 256 × 128,256 × 4, above the forward's 1.1 × 8192 × (2·8192 + 3·28672/4) × 2 = 682,832,691 B)
+    # − non-torch 3.58 GiB (tp > 1) = 36,468,871,495.7 B → 55,647 blocks of 16 × 40,960 B
+    assert any("79.65 GiB × 0.9 − weights 32.85 GiB" in line and "55,647 blocks" in line for line in why)
+    assert any("= 55,647 blocks × 655,360 B / 5,368,709,120 B per request = 6.793" in line for line in why)
     assert lines[-1] == "1 passed, 1 failed (2 assertions in 1 plan file)"
 
 
@@ -59,7 +62,7 @@ def test_check_several_files_and_json(run):
     rows = json.loads(res.stdout)
     assert len(rows) == 11 and [r["status"] for r in rows].count("failed") == 1
     failed = next(r for r in rows if r["status"] == "failed")
-    assert (failed["plan"], failed["value"], failed["limit"], failed["line"]) == (str(FAIL), 7.6256, 16, 19)
+    assert (failed["plan"], failed["value"], failed["limit"], failed["line"]) == (str(FAIL), 6.7928, 16, 19)
 
 
 def test_junit_xml_for_ci(run, tmp_path):
@@ -76,7 +79,7 @@ def test_junit_xml_for_ci(run, tmp_path):
     assert [s.get("failures") for s in suites] == ["0", "1"]
     failures = root.findall(".//failure")
     assert len(failures) == 1
-    assert failures[0].get("message") == "max_concurrency_at_max_len = 7.626; needs >= 16"
+    assert failures[0].get("message") == "max_concurrency_at_max_len = 6.793; needs >= 16"
     assert "max concurrency at 131,072 tokens" in failures[0].text
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
 
@@ -88,7 +91,7 @@ def test_github_actions_annotations_and_summary(run, tmp_path):
     assert res.exit_code == 1
     annotations = [line for line in res.stderr.splitlines() if line.startswith("::")]
     assert annotations == [f"::error file={FAIL},line=19,title=kvplan check%3A max_concurrency_at_max_len >= 16::"
-                           "max_concurrency_at_max_len = 7.626; needs >= 16"]
+                           "max_concurrency_at_max_len = 6.793; needs >= 16"]
     text = summary.read_text()
     assert text.startswith("earlier step\n## ❌ kvplan check: 10 passed, 1 failed")
     assert "| ❌ | `max_concurrency_at_max_len >= 16` |" in text and f"### `{FAIL}`" in text
@@ -182,7 +185,9 @@ def test_report_for_llama70b_on_h100(run, tmp_path):
     for link in links:
         assert (out / link).is_file()
     assert markdown.index("## Charts") < markdown.index("## Tables") < markdown.index("## Assumptions")
-    assert "**Fits.** 179,304 blocks" in markdown and "9 passed, 0 failed" in markdown
+    # tp 8: 0.9 × 85,520,809,984 − 17,638,426,624 − 1,379,008,512 − 3.58 GiB = 54,107,298,119.7 B → 165,122 blocks
+    # of 16 × 20,480 B (max concurrency at 131,072 tokens 165,122 × 16 / 131,072 = 20.16)
+    assert "**Fits.** 165,122 blocks" in markdown and "9 passed, 0 failed" in markdown
     with (out / "kv_vs_context.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert {r["kv_dtype"] for r in rows} == {"bf16", "fp8", "int4", "fp4"}
@@ -340,7 +345,9 @@ def test_fit_from_vllm_equals_the_flags(run):
     lib = fit("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[4], gpu_memory_utilization=0.9,
               block_size=16, max_num_seqs=128, max_num_batched_tokens=8192).rows[0]
     assert row == json.loads(json.dumps(lib))
-    assert (row["model"], row["tp"], row["kv_dtype"], row["num_blocks"]) == ("llama-3.1-70b", 4, "fp8", 62569)
+    # max_num_seqs 128: sampler 10.5 × 128 × 128,256 × 4 = 689,504,256 B (above the forward's 682,832,691 B);
+    # 0.9 × 85,520,809,984 − 35,276,853,248 − 689,504,256 − 3.58 GiB = 37,158,375,751.7 B → 56,699 blocks of 655,360 B
+    assert (row["model"], row["tp"], row["kv_dtype"], row["num_blocks"]) == ("llama-3.1-70b", 4, "fp8", 56699)
     assert "Note: ignored vLLM flags kvplan does not model: --swap-space 16" in res.stderr.splitlines()
 
 

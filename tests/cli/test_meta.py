@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -27,6 +28,36 @@ def test_size_and_help_do_not_import_pandas():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_size_by_repo_id_skips_the_plugin_scan_and_reads_one_card():
+    """`kvplan size` loads no importlib.metadata (pydantic's plugin scan, disabled) and, for a Hugging
+    Face repo id, parses only the card whose text holds it, not every shipped card."""
+    probe = (
+        "import sys, runpy, io, contextlib\n"
+        "import kvplan.inputs as inputs\n"
+        "parsed = []\n"
+        "real = inputs.load_yaml\n"
+        "def counting(text, source, *a, **k):\n"
+        "    parsed.append(str(source)); return real(text, source, *a, **k)\n"
+        "inputs.load_yaml = counting\n"
+        "import kvplan.cards.loader as loader\n"
+        "loader.load_yaml = counting\n"
+        "sys.argv = ['kvplan', 'size', 'meta-llama/Llama-3.1-70B-Instruct', '--format', 'json']\n"
+        "out = io.StringIO()\n"
+        "try:\n"
+        "    with contextlib.redirect_stdout(out): runpy.run_module('kvplan', run_name='__main__')\n"
+        "except SystemExit as e: assert e.code == 0, e.code\n"
+        "import json\n"
+        "print(json.loads(out.getvalue())[0]['model'], 'importlib.metadata' in sys.modules,\n"
+        "      sorted({p.rsplit('/', 1)[-1] for p in parsed}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    model, metadata, parsed = out.stdout.split(maxsplit=2)
+    assert model == "llama-3.1-70b"
+    assert metadata == "False"
+    assert parsed.strip() == "['llama-3.1-70b.yaml']"
 
 
 def test_every_command_is_documented_in_the_readme():

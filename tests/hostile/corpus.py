@@ -111,6 +111,8 @@ def build(root: Path) -> list[Case]:
         "no-source": dict(source=_DROP), "no-groups": dict(layer_groups=[]),
         "groups-not-list": dict(layer_groups="full"), "aliases-not-list": dict(aliases=7),
         "source-empty": dict(source=[]), "intermediate-neg": dict(intermediate_size=-5),
+        "layers-bool": dict(group_count=True), "heads-bool": dict(num_attention_heads=True),
+        "params-bool": dict(params_total=False), "context-bool": dict(max_context=True),
     }
     for name, change in mutations.items():
         path = root / "cards" / f"model-{name}.yaml"
@@ -136,7 +138,8 @@ def build(root: Path) -> list[Case]:
         "bandwidth-inf": dict(hbm_bandwidth_bytes_per_s=".inf"), "bandwidth-nan": dict(hbm_bandwidth_bytes_per_s=".nan"),
         "bandwidth-zero": dict(hbm_bandwidth_bytes_per_s=0), "bandwidth-negative": dict(hbm_bandwidth_bytes_per_s=-1),
         "capacity-zero": dict(hbm_capacity_bytes=0), "capacity-inf": dict(hbm_capacity_bytes=".inf"),
-        "capacity-text": dict(hbm_capacity_bytes="80 gigs"), "flops-inf": dict(flops_bf16=".inf"),
+        "capacity-text": dict(hbm_capacity_bytes="80 gigs"), "capacity-bool": dict(hbm_capacity_bytes=True),
+        "bandwidth-bool": dict(hbm_bandwidth_bytes_per_s=True), "flops-inf": dict(flops_bf16=".inf"),
         "flops-nan": dict(flops_bf16=".nan"), "flops-negative": dict(flops_bf16=-1.0),
         "unknown-key": dict(warp_drive=True), "name-newline": dict(name="h\n::error::x"),
     }
@@ -208,6 +211,8 @@ def build(root: Path) -> list[Case]:
         "binary": b"\x89PNG\r\n\x1a\n\x00\x00",
         "utf16": json.dumps(base_config).encode("utf-16"),
         "text-config-null": json.dumps({"model_type": "gemma3", "text_config": None}),
+        "layer-types-mamba": json.dumps({**base_config, "layer_types": ["mamba"] * 32}),
+        "layer-types-number": json.dumps({**base_config, "layer_types": [1] * 32}),
         "sliding-negative": json.dumps({**base_config, "sliding_window": -1, "model_type": "mistral"}),
     }
     for name, text in configs.items():

@@ -131,6 +131,54 @@ def test_infinite_bandwidth_in_a_hardware_card_is_refused(tmp_path):
     assert "hbm_bandwidth_bytes_per_s" in res.stderr and "finite" in res.stderr
 
 
+@pytest.mark.parametrize("field,value", [("count", True), ("num_kv_heads", True), ("head_dim", False)])
+def test_a_boolean_in_a_card_integer_field_is_refused_not_read_as_1(tmp_path, field, value):
+    # YAML `count: true` is a Python bool, and bool is an int: a lax schema read it as 1 layer.
+    card = yaml_card(tmp_path, **{field: value})
+    res = kvplan("size", card, "--seq", "8k")
+    assert_refused(res)
+    first = res.stderr.splitlines()[0]
+    assert f"layer_groups.0.{field}: {str(value).lower()} is a boolean, not a number" in first
+    assert kvplan("cards", "validate", card).exit_code == 2
+
+
+def test_a_boolean_in_a_hardware_card_number_is_refused(tmp_path):
+    import re
+
+    text = (ROOT / "hardware_cards" / "h100-sxm.yaml").read_text(encoding="utf-8")
+    card = tmp_path / "hw.yaml"
+    card.write_text(re.sub(r"(?m)^hbm_capacity_bytes: .*$", "hbm_capacity_bytes: true", text), encoding="utf-8")
+    res = kvplan("fit", "llama-3.1-8b", card, "--max-model-len", "8k")
+    assert_refused(res)
+    assert "hbm_capacity_bytes: true is a boolean, not a number" in res.stderr.splitlines()[0]
+
+
+@pytest.mark.parametrize("entry", ["mamba", "conv", "hybrid", "full_attn", 7])
+def test_an_unknown_layer_types_entry_is_refused_naming_the_known_types(tmp_path, entry):
+    # It used to be sized as full attention without a word (a Mamba layer has no per-token KV).
+    config = json.loads((ROOT / "tests" / "data" / "hf_configs" / "gpt-oss-20b.json").read_text(encoding="utf-8"))
+    config["layer_types"][3] = entry
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    for args in (("size", path), ("cards", "import", path, "-o", tmp_path / "card.yaml")):
+        res = kvplan(*args)
+        assert_refused(res)
+        lines = res.stderr.splitlines()
+        assert lines[0] == f"Error: config.json: layer_types holds {entry!r}, which kvplan cannot size"
+        assert lines[1].startswith("Hint: known layer_types: full_attention, sliding_attention, chunked_attention, "
+                                   "linear_attention, attention;")
+    assert not (tmp_path / "card.yaml").exists()
+
+
+def test_known_layer_types_still_import(tmp_path):
+    # gpt-oss-20b alternates sliding_attention (window 128) and full_attention over 24 layers.
+    res = kvplan("size", ROOT / "tests" / "data" / "hf_configs" / "gpt-oss-20b.json", "--seq", "8k", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    groups = {g["kind"]: g for g in __import__("yaml").safe_load(kvplan(
+        "cards", "import", ROOT / "tests" / "data" / "hf_configs" / "gpt-oss-20b.json").stdout)["layer_groups"]}
+    assert groups["sliding"]["count"] == 12 and groups["full"]["count"] == 12 and groups["sliding"]["window"] == 128
+
+
 def yaml_card(tmp_path, **group):
     import yaml
 

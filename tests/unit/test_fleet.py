@@ -202,23 +202,26 @@ def test_tpot_slo_binds_the_batch_and_the_fleet():
 
 
 def test_kv_capacity_binds_a_small_pool():
-    # 30% of the GPU leaves 8.9 GiB of KV after the 15 GiB of weights: 30 requests of 2,176 tokens
+    # 30% of the GPU: 0.3 × 85,520,809,984 − 16,060,522,496 weights − 1,379,008,512 activation − 0.35 GiB
+    # non-torch = 7.30 GiB → 3,738 blocks of 2 MiB; a 2,176-token request takes 136 blocks: 27 requests
     p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(20, "2k", "128"), [parse_slo("ttft", "p99<=2s")],
                         engine=EngineSettings(gpu_memory_utilization=0.3))
-    assert p.feasible and p.binding_constraint == "kv_capacity" and (p.instances, p.batch_per_instance) == (2, 30)
+    assert p.feasible and p.binding_constraint == "kv_capacity" and (p.instances, p.batch_per_instance) == (2, 27)
     assert p.below.failures == ["slots"] and p.batch_per_instance == p.figures.batch_kv
 
 
 def test_long_contexts_are_bound_by_the_kv_pool_not_an_internal_limit():
     # 32k + 2k tokens: a sequence holds 34,816 × 131,072 B (32 layers × 8 KV heads × (128 + 128) × 2 B) of KV;
     # each one adds 1.65 ms of KV reads to every step, so the batch feeds back on itself (loop gain above 0.5),
-    # which is physics, not a constraint: the KV pool's 13 sequences bind, and N − 1 says by how much
+    # which is physics, not a constraint: the KV pool's 12 sequences bind, and N − 1 says by how much
+    # (pool: 0.9 × 85,520,809,984 − 16,060,522,496 − 1,379,008,512 − 0.35 GiB → 28,206 blocks × 2 MiB
+    # = 59,152,269,312 B; // 4,563,402,752 B a sequence = 12)
     p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(1, "32k", "2k"), [parse_slo("ttft", "p99<=30s")],
                         engine=ROOFLINE)
     assert p.feasible and p.binding_constraint == "kv_capacity"
-    assert p.batch_per_instance == p.figures.batch_kv == int(p.figures.pool_bytes_per_gpu // (34_816 * 131_072)) == 13
-    assert p.below.failures == ["slots"] and p.below.batch_mean > 13
-    assert p.row()["binding_detail"].startswith(f"at N − 1 = {p.instances - 1} instances: the KV pool holds 13 ")
+    assert p.batch_per_instance == p.figures.batch_kv == int(p.figures.pool_bytes_per_gpu // (34_816 * 131_072)) == 12
+    assert p.below.failures == ["slots"] and p.below.batch_mean > 12
+    assert p.row()["binding_detail"].startswith(f"at N − 1 = {p.instances - 1} instances: the KV pool holds 12 ")
 
 
 def test_max_num_seqs_binds_short_requests():

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.calc.kv import kv_layout
-from kvplan.calc.memory import activation_peak_bytes, kv_budget, num_blocks, weight_bytes
+from kvplan.calc.memory import (activation_peak_bytes, kv_budget, num_blocks, vllm_activation_peak_bytes,
+                                 vllm_non_torch_bytes, weight_bytes)
 from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype, sglang_mem_fraction_static
@@ -87,26 +88,32 @@ class EngineMemory:
         return self.num_blocks * self.block_bytes_per_gpu
 
 
-def _reserve_terms(profile, tp: int, uses_profiling: bool, overrides: Overrides, notes: list) -> tuple[float, float]:
-    """Non-torch and CUDA-graph memory: the given figures, else 0, each assumed term said as a note.
+def _reserve_terms(profile, tp: int, pp: int, uses_profiling: bool, overrides: Overrides,
+                   notes: list) -> tuple[float, float]:
+    """Non-torch and CUDA-graph memory: the given figures, else the engine's default, each said as a note.
 
-    Public vLLM start-up logs put these terms at: non-torch 0.10 GiB (A100-40GB, issue #12330),
-    0.35 GiB (RTX 3090, issue #10517), 1.79 GiB at tp 1 and 3.58 GiB per GPU at tp 2 (H100, PR #10511);
-    estimated CUDA-graph memory 0.36 GiB (gpustack/runner PR #251) to 4.30 GiB (vllm PR #37296).
+    vLLM: non-torch ``vllm_non_torch_bytes`` (0.35 GiB on one GPU, 3.58 GiB per GPU with peers;
+    sources at the constants in ``kvplan.calc.memory``); CUDA graphs 0, because graphs are captured
+    after the cache is sized and live in the ``1 − util`` headroom unless the engine's own estimate
+    is on (v0.21 to PR #45197: "Estimated CUDA graph memory" 0.36 GiB in gpustack/runner PR #251,
+    4.30 GiB in vllm PR #37296). Other profiling engines: no sourced default, 0.
     """
     non_torch, cudagraph = overrides.non_torch_bytes, overrides.cudagraph_bytes
     if non_torch is None:
         non_torch = 0.0
         if profile.name == "vllm":
-            notes.append(f"vllm tp={tp}: non-torch memory (NCCL, CUDA context) assumed 0; vLLM logs show 0.10–1.79 GiB "
-                         "at tp 1 and 3.58 GiB per GPU at tp 2 (issue #12330, PR #10511): pass --non-torch-memory")
+            non_torch = vllm_non_torch_bytes(tp, pp)
+            notes.append(f"vllm tp={tp}: non-torch memory (NCCL, CUDA context) assumed {format_bytes(non_torch)} "
+                         + ("(largest one-GPU figure of vLLM issues #10517, #12126, #12330)" if tp * pp == 1 else
+                            "(vLLM PR #10511's tp 2 figure; no public log for more peers)")
+                         + ": pass --non-torch-memory with the engine's logged figure")
         elif uses_profiling:
             notes.append(f"{profile.name} tp={tp}: non-torch memory assumed 0 (pass --non-torch-memory)")
     if cudagraph is None:
         cudagraph = 0.0
         if profile.name == "vllm":
-            notes.append("vllm: CUDA-graph memory assumed 0, as vLLM before v0.21 budgets it (graphs live in the "
-                         "1 − util headroom); v0.21 and later profile it (\"Estimated CUDA graph memory\" 0.36 GiB in "
+            notes.append("vllm: CUDA-graph memory assumed 0: graphs live in the 1 − util headroom unless vLLM's "
+                         "estimate is on (v0.21 until PR #45197: \"Estimated CUDA graph memory\" 0.36 GiB in "
                          "gpustack/runner PR #251, 4.30 GiB in vllm PR #37296): pass --cudagraph-memory")
     return non_torch, cudagraph
 
@@ -130,16 +137,20 @@ def engine_memory(card: ModelCard, profile, layout, gpu_bytes: float, utilizatio
     uses_profiling = profile.budget in ("fraction_of_total", "fraction_of_free", "all_free") and eng != "ideal"
     activation = overrides.activation_bytes
     if activation is None:
-        activation = activation_peak_bytes(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile)) if uses_profiling else 0.0
+        activation = 0.0
+        if uses_profiling:
+            estimate = vllm_activation_peak_bytes if eng == "vllm" else activation_peak_bytes
+            activation = estimate(card, mnbt, t, max_num_seqs, serving_dtype(card.dtype, profile))
         if uses_profiling and eng == "vllm":
             notes.append(f"{eng} tp={t}: activation peak estimated at {format_bytes(activation)} for {mnbt} batched "
-                         "tokens (closed form; vLLM logged 1.26 GiB for Llama-3-8B at 8,192 tokens where this gives "
-                         "0.90, PR #10511, and V0 v0.6 9.37 GiB, issue #12330): pass --activation-memory with the "
-                         "engine's logged figure")
+                         f"tokens and {max_num_seqs} sequences (the larger of the forward and sampler transients, "
+                         "fitted on vLLM PR #10511 and issue #10517; V0 v0.6 logged 9.37 GiB for Llama-3-8B in "
+                         "issue #12330, where this gives 1.28): pass --activation-memory with the engine's logged "
+                         "figure")
         elif uses_profiling:
             notes.append(f"{eng} tp={t}: activation peak estimated at {format_bytes(activation)} for "
                          f"{mnbt} batched tokens (pass --activation-memory with the engine's logged figure)")
-    non_torch, cudagraph = _reserve_terms(profile, t, uses_profiling, overrides, notes)
+    non_torch, cudagraph = _reserve_terms(profile, t, pp, uses_profiling, overrides, notes)
     if overrides.kv_cache_memory_bytes is not None:
         kv_bytes, rule = float(overrides.kv_cache_memory_bytes), "given (--kv-cache-memory)"
     else:

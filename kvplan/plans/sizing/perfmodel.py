@@ -266,7 +266,7 @@ def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: st
     replicated across DP), capped by max_num_seqs; the instance holds dp × that.
     """
     from kvplan.calc.kv import kv_layout
-    from kvplan.calc.memory import activation_peak_bytes, kv_budget
+    from kvplan.calc.memory import activation_peak_bytes, kv_budget, vllm_activation_peak_bytes, vllm_non_torch_bytes
     from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype
     from kvplan.plans.sizing.fit import _utilization
 
@@ -275,11 +275,13 @@ def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: st
     weights = float(weights_per_gpu(card, cost, tp, dp, expert_parallel, redundant_experts))
     perf = engine_perf(engine)
     cap = max_num_seqs if max_num_seqs is not None else (perf.max_num_seqs if perf else None)
-    activation = 0.0
+    activation = non_torch = 0.0
     if engine in ("vllm", "trtllm"):      # engines that profile a forward pass before sizing the cache
-        activation = activation_peak_bytes(card, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, tp, cap or 256,
-                                           serving_dtype(card.dtype, profile))
-    budget = kv_budget(profile, hw.hbm_capacity_bytes, util, weights, activation)
+        estimate = vllm_activation_peak_bytes if engine == "vllm" else activation_peak_bytes
+        activation = estimate(card, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, tp, cap or 256, serving_dtype(card.dtype, profile))
+    if engine == "vllm":                  # the same default terms as kvplan fit (plans/sizing/fit.py)
+        non_torch = vllm_non_torch_bytes(tp)
+    budget = kv_budget(profile, hw.hbm_capacity_bytes, util, weights, activation, non_torch)
     seq_bytes = kv_layout(card, profile, kv_dtype, tp).sequence_bytes(seq_tokens, per_gpu=True)
     per_rank = int(max(budget.kv_cache_bytes, 0.0) // seq_bytes) if seq_bytes > 0 else 0
     if cap is not None:

@@ -1,0 +1,60 @@
+"""The sweep's writer thread: order kept, errors on either side raised in the caller, nothing left behind."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kvplan.plans.check.sweep import Grid, sweep
+from kvplan.plans.check.sweep_write import _written, write_sweep
+
+
+def test_chunks_are_written_in_order_and_counted():
+    seen, progress = [], []
+    done = _written(((n, f"chunk{n}") for n in range(1, 8)), seen.append, lambda d, t: progress.append((d, t)),
+                    lambda d: 28)
+    assert seen == [f"chunk{n}" for n in range(1, 8)]
+    assert done == 28 and progress[-1] == (28, 28) and [d for d, _ in progress] == [1, 3, 6, 10, 15, 21, 28]
+
+
+def test_a_failing_write_stops_the_producer_and_is_raised():
+    produced = []
+
+    def chunks():
+        for n in range(1000):
+            produced.append(n)
+            yield 1, n
+
+    def write(data):
+        if data == 3:
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        _written(chunks(), write, None, lambda d: d)
+    assert len(produced) < 1000  # the producer stopped soon after the failure, not at the end
+    assert not any(t.name == "kvplan-sweep-writer" for t in threading.enumerate())
+
+
+def test_a_failing_producer_is_raised_after_the_writer_stops():
+    written = []
+
+    def chunks():
+        yield 1, "a"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _written(chunks(), written.append, None, lambda d: d)
+    assert written == ["a"]
+    assert not any(t.name == "kvplan-sweep-writer" for t in threading.enumerate())
+
+
+def test_parquet_integers_are_delta_encoded(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "sweep.parquet"
+    write_sweep(sweep(Grid(models=["llama-3.1-8b"], hardware=["h100-sxm"], seq=[1024, 2048], batch=[1, 2])), out)
+    meta = pq.ParquetFile(out).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert "DELTA_BINARY_PACKED" in encodings["seq_len"] and "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"]
+    assert "DELTA_BINARY_PACKED" not in encodings["decode_step_s"]
+    assert str(pq.read_table(out).schema.field("seq_len").type) == "int64"
