@@ -8,7 +8,8 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 2. Whole requests (TTFT = prefill + first decode step, mean TPOT over the output, end to end) over a
    (batch, ISL, OSL, TP) grid of 65,536 points: each point integrates its output over 65 contexts.
 3. The ``latency`` plan end to end (cards, rows, explain) for a 3 × 3 × 3 × 2 product.
-4. The per-operator model (measured kernel tables for H200, TensorRT-LLM) over the same decode grid.
+4. The per-operator model (measured kernel tables for H200, TensorRT-LLM) over the same decode grid, and the
+   MoE step with attention DP + expert parallelism over a 1,024 × 1,024 (batch, context) grid.
 5. ``kvplan latency`` as a command (process start-up included), per-operator and roofline.
 """
 
@@ -90,6 +91,27 @@ def bench_operator_grid(name: str) -> None:
           f"{seconds * 1e3:.0f} ms ({points / seconds:,.0f} points/s)")
 
 
+def bench_operator_grid_ep(name: str, dp: int, weights_dtype: str) -> None:
+    """The per-operator MoE step with attention DP + expert parallelism (EP = dp) over a (batch, context) grid."""
+    from kvplan.calc.operators import Parallel
+    from kvplan.cards.loader import load_hardware
+    from kvplan.plans.sizing.latency_ops import load_tables
+    from kvplan.plans.sizing.perfmodel import operator_model
+
+    card, hw = load_model(name), load_hardware("h200")
+    cost = model_cost(card, get_profile("trtllm"), weights_dtype, "fp8", tps=[1])
+    notes: list[str] = []
+    par = Parallel(tp=1, dp=dp, expert_parallel=True)
+    fn, _effs, _clamped = operator_model(card, hw, cost, H200, "trtllm", False, False, par, notes, load_tables(),
+                                         tps=[1])
+    batch = (np.arange(1, 1025, dtype=np.float64) * dp)[:, None]
+    context = np.round(np.geomspace(128, 131_072, 1024))[None, :]
+    points = batch.size * context.size
+    seconds, _step = best(lambda: decode_step(cost, H200, batch, context, tp=1, ep=dp, pass_fn=fn))
+    print(f"{name}: per-operator decode step, attention DP {dp} + EP {dp} (H200 tables, {weights_dtype}, fp8 KV) over "
+          f"{points:,} (batch, context) points: {seconds * 1e3:.0f} ms ({points / seconds:,.0f} points/s)")
+
+
 def bench_command() -> None:
     import subprocess
     import sys
@@ -112,6 +134,8 @@ def main() -> None:
         bench_decode_grid(name)
     for name in ("llama-3.1-70b", "deepseek-v3"):
         bench_operator_grid(name)
+    bench_operator_grid_ep("deepseek-v3", 8, "fp8")
+    bench_operator_grid_ep("qwen3-235b-a22b", 4, "fp8")
     bench_command()
     for name in ("llama-3.1-70b", "mixtral-8x7b"):
         bench_requests(name)

@@ -66,6 +66,15 @@ def _read(path: Path, gpu: str | None = None) -> dict[str, np.ndarray]:
     return out
 
 
+# Cards without tables of their own that run on a measured GPU's tables (same die and HBM): the
+# resolver names the stand-in in its notes.
+STAND_INS = {
+    "gb200": ("b200", "GB200's GPU is the B200's Blackwell die with the same 8 TB/s HBM3e (GB200 NVL72 "
+                      "datasheet: 576 TB/s for 72 GPUs); it runs at a higher power limit (1,200 W vs 1,000 W), "
+                      "so its compute-bound kernels may beat the B200 measurements"),
+}
+
+
 @dataclass
 class PerfTables:
     """The shipped tables, read lazily; ``root`` is a directory of the CSVs (kvplan/data/perf)."""
@@ -87,6 +96,8 @@ class PerfTables:
         if gpus is None:
             return None
         hit = np.flatnonzero(gpus["card"] == card_name)
+        if not hit.size and card_name in STAND_INS:
+            hit = np.flatnonzero(gpus["card"] == STAND_INS[card_name][0])
         return str(gpus["gpu"][hit[0]]) if hit.size else None
 
     def select(self, name: str, **equal) -> dict[str, np.ndarray] | None:
@@ -147,13 +158,54 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
     if skew.any():
         rows = {k: v[skew] for k, v in rows.items()}
     rows = _nearest_rows(rows, ("hidden_size", "inter_size", "topk", "num_experts"), (hidden, inter, topk, experts))
+    bracket = _ep_bracket(rows, moe_tp, moe_ep)
+    if bracket is not None:
+        return _ep_interpolated(rows, bracket, moe_ep, dtype, bw, peak, backend)
     rows = _nearest_rows(rows, ("moe_tp", "moe_ep"), (moe_tp, moe_ep))
+    return _moe_rows_curve(rows, dtype, bw, peak, backend)
+
+
+def _moe_rows_curve(rows: dict, dtype: str, bw: float, peak: float, backend: str) -> Curve | None:
     t, h, i, kk, e = (rows[c] for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
     tp_, ep_ = rows["moe_tp"], rows["moe_ep"]
     touched = e / ep_ * (1 - (1 - kk / e) ** t)
     sol = np.maximum(touched * 3 * h * i / tp_ * BYTES.get(dtype, 2.0) / bw, 6 * t * kk * h * i / (tp_ * ep_) / peak)
     shape = f"h={h[0]:g}, inter={i[0]:g}, top-{kk[0]:g} of {e[0]:g}, moe_tp {tp_[0]:g}, moe_ep {ep_[0]:g}"
     return _curve(t, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {dtype} MoE {shape}")
+
+
+def _ep_bracket(rows: dict, moe_tp: float, moe_ep: float) -> tuple[float, float] | None:
+    """The measured expert-parallel sizes just below and above ``moe_ep`` (pure EP, moe_tp 1), if it lies between."""
+    if moe_tp != 1:
+        return None
+    eps = np.unique(rows["moe_ep"][rows["moe_tp"] == 1])
+    if moe_ep in eps or not (eps.size >= 2 and eps[0] < moe_ep < eps[-1]):
+        return None
+    return float(eps[eps < moe_ep].max()), float(eps[eps > moe_ep].min())
+
+
+def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dtype: str, bw: float, peak: float,
+                     backend: str) -> Curve | None:
+    """η at an unmeasured EP size, geometric in log(ep) between the two measured sizes around it.
+
+    The power-law rows time the most-loaded EP rank, whose excess over the mean grows with the number
+    of EP groups (aiconfigurator's collector swaps the heaviest expert group onto the measured rank):
+    EP4 sits between EP1 (every expert local: no rank imbalance) and EP8, so its η is
+    ``η_lo^(1−w) η_hi^w`` with ``w = ln(ep/ep_lo) / ln(ep_hi/ep_lo)`` at every measured token count.
+    """
+    lo_ep, hi_ep = bracket
+    curves = []
+    for ep in bracket:
+        sel = (rows["moe_tp"] == 1) & (rows["moe_ep"] == ep)
+        curves.append(_moe_rows_curve({k: v[sel] for k, v in rows.items()}, dtype, bw, peak, backend))
+    if curves[0] is None or curves[1] is None:
+        return curves[0] or curves[1]
+    w = math.log(moe_ep / lo_ep) / math.log(hi_ep / lo_ep)
+    sizes = np.unique(np.concatenate([np.asarray(c.sizes) for c in curves]))
+    eta = np.exp((1 - w) * np.log(curves[0](sizes)) + w * np.log(curves[1](sizes)))
+    source = (curves[1].source.replace(f"moe_ep {hi_ep:g}", f"moe_ep {moe_ep:g} (geometric between measured "
+                                                           f"moe_ep {lo_ep:g} and {hi_ep:g})"))
+    return Curve(tuple(float(x) for x in sizes), tuple(float(x) for x in eta), source)
 
 
 def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: str, mla: bool, heads: float,
@@ -244,4 +296,4 @@ def load_default() -> PerfTables | None:
 
 
 __all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "decode_attention_grid", "prefill_attention_curve",
-           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat"]
+           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat", "STAND_INS"]

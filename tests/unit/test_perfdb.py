@@ -107,3 +107,55 @@ def test_measured_gemm_latency_is_reproduced_at_its_shape():
                              attention_flops=0.0, lm_head_rows=0, batch=tokens, context=1)
         r = rows("gemm", gpu="h100_sxm", backend="trtllm", dtype="bf16", m=tokens, n=n, k=k)[0]
         assert_allclose(np.maximum(step.op_memory_s[0], step.op_compute_s[0]), float(r["latency_s"]), rtol=1e-9)
+
+
+def test_gb200_takes_b200s_tables_and_no_other_card_does():
+    from kvplan.calc.perfdb import STAND_INS, load_default
+
+    tables = load_default()
+    assert tables.gpu_name("gb200") == tables.gpu_name("b200") == "b200_sxm"
+    assert set(STAND_INS) == {"gb200"}
+    assert tables.gpu_name("mi300x") is None and tables.gpu_name("l40s") is None
+
+
+def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():
+    """An MTP head of 1 layer: the launch floor is (3 × 1 + 1) / (3 × 61 + 1) of DeepSeek-V3's 61-layer floor
+    (3 µs × 184 kernels = 552 µs → 3 µs × 4 = 12 µs), and no per-sequence host cost in the draft pass."""
+    from kvplan.calc.operators import Parallel
+    from kvplan.calc.roofline import decode_step, model_cost
+    from kvplan.cards.loader import load_hardware, load_model
+    from kvplan.engines import get_profile
+    from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+    from kvplan.plans.sizing.latency_ops import draft_pass, load_tables
+    from kvplan.plans.sizing.perfmodel import operator_model
+
+    card, hw = load_model("deepseek-v3"), load_hardware("h200")
+    cost = model_cost(card, get_profile("trtllm"), "fp8", "fp8", tps=[8])
+    notes: list[str] = []
+    machine, _ = resolve_machine(hw, "fp8", "fp8", cost.layers, Efficiencies(), 8)
+    assert machine.step_overhead_s == pytest.approx(3e-6 * (3 * 61 + 1))
+    fn, _effs, _ = operator_model(card, hw, cost, machine, "trtllm", False, False, Parallel(tp=8), notes,
+                                  load_tables(), tps=[8])
+    draft = cost.draft_layers(1.0)
+    draft_fn = draft_pass(fn, card, draft)
+    step = decode_step(draft, machine, 16.0, 1024.0, tp=8, pass_fn=draft_fn)
+    assert float(step.overhead_s) == pytest.approx(3e-6 * 4, rel=1e-9)
+    target = decode_step(cost, machine, 16.0, 1024.0, tp=8, pass_fn=fn)
+    assert float(target.overhead_s) == pytest.approx(3e-6 * 184, rel=1e-9)
+
+
+def test_moe_efficiency_at_an_unmeasured_ep_size_is_geometric_between_the_measured_ones():
+    """EP4 is not measured for DeepSeek-V3's MoE shape on H200 (EP1 and EP8 are): its η at every measured token
+    count is η_EP1^(1/3) × η_EP8^(2/3) (w = ln 4 / ln 8 = 2/3); a measured EP size is taken as measured."""
+    from kvplan.calc.perfdb import load_default, moe_curve
+
+    tables = load_default()
+    args = ("h200_sxm", "trtllm", "fp8_block", 7168, 2048, 8, 256)
+    bw, peak = 4.8e12, 1979e12
+    ep1 = moe_curve(tables, *args, 1, 1, bw, peak)
+    ep8 = moe_curve(tables, *args, 1, 8, bw, peak)
+    ep4 = moe_curve(tables, *args, 1, 4, bw, peak)
+    assert "moe_ep 1" in ep1.source and "moe_ep 8" in ep8.source and "geometric between" in ep4.source
+    tokens = np.asarray(ep8.sizes)
+    assert_allclose(ep4(tokens), ep1(tokens) ** (1 / 3) * ep8(tokens) ** (2 / 3), rtol=1e-12)
+    assert moe_curve(tables, *args, 1, 8, bw, peak).eta == ep8.eta

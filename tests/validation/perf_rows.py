@@ -40,15 +40,36 @@ class Row:
     measured: float
     group: str
     set: str
+    max_num_seqs: int | None = None     # per attention-DP rank: the run's requests can hold no more
+    reading: str = ""                   # how the row's configuration was read where the source is silent
 
 
 def _int(text: str, default: int = 1) -> int:
     return int(float(text)) if text and text.strip() else default
 
 
+# ModelOpt checkpoints (``nvidia/...-FP8``, ``-FP4``, ``-NVFP4``) ship ``kv_cache_quant_algo: FP8`` in
+# hf_quant_config.json and TensorRT-LLM's KV dtype ``auto`` follows the checkpoint (the TensorRT-LLM
+# DeepSeek-R1 best-practice blog: "the latest DeepSeek-R1-0528-FP4 checkpoint had enabled FP8 KV cache
+# by-default"). Where perf-overview does not state the KV dtype for such a checkpoint, the row reads FP8.
+MODELOPT_KV = "fp8"
+MODELOPT_NOTE = "KV fp8: ModelOpt checkpoint (kv_cache_quant_algo FP8), the page states no KV dtype"
+# gpt-oss on Hopper: the page's "(FP8)" column runs the released MXFP4 experts through TensorRT-LLM's
+# Triton MoE backend (llm_options comment "# Hopper: use TRITON"), W4A16 (TensorRT-LLM tech blog 9, gpt-oss:
+# "Default quantization for MXFP4 checkpoints on Hopper is W4A16_MXFP4"); attention stays BF16.
+GPT_OSS_HOPPER_NOTE = "weights mxfp4: gpt-oss MXFP4 experts on Hopper (Triton MoE backend), the column says FP8"
+HOPPER = frozenset({"h100-sxm", "h200", "h100-pcie", "h20", "h800-sxm"})
+
+
 def load_rows(path: Path = MEASUREMENTS / "trtllm_perf_overview.csv", set_name: str = "fitting",
               moe_models: frozenset[str] | None = None) -> list[Row]:
-    """Rows with a shipped model and hardware card and a throughput value."""
+    """Rows with a shipped model and hardware card and a throughput value.
+
+    Where the page is silent the row is read as the checkpoint runs (``Row.reading`` says so):
+    ModelOpt checkpoints (``nvidia/*``) keep their FP8 KV cache; gpt-oss on Hopper runs its
+    MXFP4 experts; the batch per attention-DP rank is at most ``num_requests / dp`` (the run
+    queues that many requests, no more).
+    """
     from kvplan.cards.loader import load_model
 
     out = []
@@ -63,13 +84,24 @@ def load_rows(path: Path = MEASUREMENTS / "trtllm_perf_overview.csv", set_name: 
             tp, dp = _int(r["tp"]), _int(r.get("attention_dp", ""), 1)
             ep = _int(r.get("ep", ""), 1)
             is_moe = load_model(r["model_card"]).moe is not None
+            kv = r.get("kv_dtype") or "auto"
+            weights = r["weights_dtype"] or "auto"
+            reading = []
+            if kv == "auto" and r.get("checkpoint", "").startswith("nvidia/"):
+                kv = MODELOPT_KV
+                reading.append(MODELOPT_NOTE)
+            if r["model_card"].startswith("gpt-oss") and r["hardware_card"] in HOPPER:
+                weights = "mxfp4"
+                reading.append(GPT_OSS_HOPPER_NOTE)
+            requests = _int(r.get("num_requests", ""), 0)
+            cap = min(2048, max(requests // dp, 1)) if requests else None
             out.append(Row(
                 source=f"{r['source_version']}: {r['model']} {r['parallelism_label']} on {r['gpu']}",
                 model=r["model_card"], hardware=r["hardware_card"], label=r["parallelism_label"],
                 tp=max(tp // dp, 1), dp=dp, expert_parallel=is_moe and ep > 1,
-                weights_dtype=r["weights_dtype"] or "auto", kv_dtype=r.get("kv_dtype") or "auto",
+                weights_dtype=weights, kv_dtype=kv,
                 isl=_int(r["isl"]), osl=_int(r["osl"]), measured=float(r["value"]),
-                group="moe" if is_moe else "dense-max", set=set_name))
+                group="moe" if is_moe else "dense-max", set=set_name, max_num_seqs=cap, reading="; ".join(reading)))
     return out
 
 
@@ -79,7 +111,8 @@ def estimate(row: Row, **overrides) -> float:
     from kvplan.plans.sizing.latency import latency
 
     kw = dict(isl=row.isl, osl=row.osl, batch="max", tp=row.tp, dp=row.dp, expert_parallel=row.expert_parallel,
-              weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm", allow_long_context=True)
+              weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm", allow_long_context=True,
+              max_num_seqs=row.max_num_seqs)
     kw.update(overrides)
     try:
         return float(latency(row.model, row.hardware, **kw).rows[0]["tokens_per_s_per_gpu"])
@@ -140,9 +173,14 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
     for r in raw:
         group = GROUP_OF.get(r["group"])
         engine = ENGINE_OF.get(r["engine"], "vllm")
-        if _int(r.get("ep", ""), 1) > 1 or _int(r.get("attention_dp", ""), 1) > 1 or group is None:
+        if group is None:
             continue
         metric = r["metric"]
+        if _int(r.get("ep", ""), 1) > 1 or _int(r.get("attention_dp", ""), 1) > 1:
+            scored = _expert_parallel_row(r, group, engine)
+            if scored is not None:
+                out.append(scored)
+            continue
         if metric.startswith("itl_fit_"):
             key = (r["model_card"], r["hardware_card"], r["weights_dtype"], r["kv_dtype"], r["engine"])
             fits.setdefault(key, {"row": r})[metric] = float(r["value"])
@@ -172,6 +210,30 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
             out.append(Scored(Row(**{**row.__dict__, "source": f"{r['source'][:90]} (fitted ITL at {c:,} tokens)"}),
                               "decode_step_s", (("engine", ENGINE_OF.get(r["engine"], "vllm")), ("batch", 1)), 1e3))
     return out
+
+
+def _expert_parallel_row(r: dict, group: str, engine: str) -> Scored | None:
+    """An attention-DP / expert-parallel throughput row of one node at a stated whole-instance batch.
+
+    ``tp`` is the source's TensorRT-LLM ``--tp`` (attention TP × attention DP), so kvplan's
+    attention TP is ``tp / attention_dp`` with ``--dp attention_dp --enable-expert-parallel``.
+    Multi-node, disaggregated and speculative (MTP) rows are left out: their step is not one
+    instance's static batch.
+    """
+    if r["metric"] != "output_tokens_per_s_per_gpu" or not (r["batch"] and r["osl"] and r["isl"]):
+        return None
+    if _int(r.get("nodes", ""), 1) != 1 or "MTP" in r.get("notes", "").replace("No MTP", ""):
+        return None
+    dp = _int(r.get("attention_dp", ""), 1)
+    tp = max(_int(r["tp"]) // dp, 1)
+    row = Row(source=f"{r['source'][:90]} ({r['source_locator'][:60]})", model=r["model_card"],
+              hardware=r["hardware_card"], label=f"DEP{dp}" if dp > 1 else f"TP{tp}EP", tp=tp, dp=dp,
+              expert_parallel=_int(r.get("ep", ""), 1) > 1,
+              weights_dtype=r["weights_dtype"] if r["weights_dtype"] in ("bf16", "fp8", "fp16", "mxfp4", "fp4") else "auto",
+              kv_dtype=r["kv_dtype"] if r["kv_dtype"] in ("bf16", "fp8") else "auto", isl=_int(r["isl"]),
+              osl=_int(r["osl"]), measured=float(r["value"]), group=group, set="scoring")
+    return Scored(row, "tokens_per_s_per_gpu", (("engine", engine), ("batch", _int(r["batch"])), ("dp", dp),
+                                                ("expert_parallel", row.expert_parallel)), 1.0)
 
 
 def estimate_scored(s: Scored) -> float:

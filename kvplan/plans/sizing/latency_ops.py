@@ -74,7 +74,15 @@ def band_line(row: dict) -> str:
 
 
 def draft_pass(pass_fn, card, draft_cost):
-    """The target's pass function re-aimed at a draft (an MTP/EAGLE head or a separate draft model)."""
+    """The target's pass function re-aimed at a draft (an MTP/EAGLE head or a separate draft model).
+
+    The draft's fixed per-pass cost is its own kernels, not the target's: the launch floor scales
+    as ``(3 L_draft + 1) / (3 L_target + 1)`` (the same 3 element-wise kernels per layer + 1 the
+    step overhead counts), and the per-sequence host work is charged once per engine step, in the
+    verification pass, not again in each draft pass.
+    """
+    import dataclasses
+
     shapes, effs, par, graph_sizes, clamped = pass_fn.parts
     if draft_cost.name.startswith(card.name + "-draft"):
         scale = draft_cost.layers / shapes.layers
@@ -82,7 +90,9 @@ def draft_pass(pass_fn, card, draft_cost):
                               shapes.hidden)
     else:
         draft_shapes = model_shapes(card, draft_cost)
-    return make_pass(draft_shapes, effs, par, graph_sizes, clamped)
+    kernels = (3 * float(draft_cost.layers) + 1) / (3 * float(card.num_layers) + 1)
+    draft_effs = dataclasses.replace(effs, overhead_base_s=effs.overhead_base_s * kernels, overhead_per_seq_s=0.0)
+    return make_pass(draft_shapes, draft_effs, par, graph_sizes, clamped)
 
 
 def memory_notes(card, hw, cost, batch, final_context, tp, dp, expert_parallel, redundant_experts) -> list[str]:

@@ -113,13 +113,17 @@ def check_parallelism(card: ModelCard, hw: HardwareCard, tps, dp: int, expert_pa
                     f"add --ep-redundant-experts {need} (EPLB replicas), or pick TP × DP dividing the expert count")
 
 
-# Expert load imbalance: DeepSeek's EPLB reference reports per-GPU load balance of its
-# production serving; without EPLB, the hottest of 8 ranks carries more. kvplan's default is
-# balanced (λ = 1) and says so; pass --expert-imbalance to charge a skew.
+# Expert load imbalance λ (the hottest EP rank's routed tokens over the mean). On a GPU with per-kernel
+# tables the MoE curve is read from aiconfigurator's power-law rows, which already time the most-loaded
+# rank: its collector draws expert loads from a power law (exponent 1.01, "estimated for DeepSeek-V3-R1
+# ... by latency matching"; 1.2 for Qwen3-235B) and swaps the heaviest expert group onto the measured
+# rank (ai-dynamo/aiconfigurator docs/POWER_LAW_DISTRIBUTION.md). λ on top of that is 1 by default; on a GPU
+# without tables (flat η) λ = 1 means balanced. --expert-imbalance charges more.
 DEFAULT_IMBALANCE = 1.0
-DEFAULT_IMBALANCE_NOTE = ("expert load imbalance λ = 1 (routed tokens spread evenly over EP ranks): kvplan default, "
-                          "no public per-rank load figure applies to every model; pass --expert-imbalance to charge "
-                          "the hottest rank's share (the step waits for it)")
+DEFAULT_IMBALANCE_NOTE = ("expert load imbalance λ = 1 on top of the MoE kernel table, whose power-law rows (exponent "
+                          "1.01, aiconfigurator docs/POWER_LAW_DISTRIBUTION.md: latency-matched for DeepSeek-V3/R1) already time the most-"
+                          "loaded EP rank; without a table (flat η) λ = 1 is a balanced router. Pass --expert-imbalance "
+                          "to charge the hottest rank's share (the step waits for it)")
 
 
 def flat_efficiencies(eta_mem: float, eta_flops: float, source: str, overhead_base_s: float,
@@ -322,6 +326,9 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     gpu = tables.gpu_name(hw.name)
     if gpu is None:
         return None
+    if hw.name in perfdb.STAND_INS:
+        other, why = perfdb.STAND_INS[hw.name]
+        notes.append(f"{hw.name} has no per-kernel tables of its own: {other}'s measured efficiencies stand in ({why})")
     bw = hw.hbm_bandwidth_bytes_per_s
     flat = Flat(machine.eta_mem, machine.eta_flops, f"{hw.name} card")
     used, missing = [], []
