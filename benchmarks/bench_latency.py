@@ -21,7 +21,7 @@ import numpy as np
 from kvplan.calc.roofline import Machine, decode_step, mean_over_output, model_cost, prefill
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
-from kvplan.plans.sizing.latency import latency
+from kvplan.plans.build import latency_from_names
 from timing import best
 
 H200 = Machine(name="h200", compute_dtype="bf16", bandwidth_bytes_per_s=4.8e12, peak_flops_per_s=989.5e12,
@@ -66,8 +66,9 @@ def bench_requests(name: str) -> None:
 
 
 def bench_plan() -> None:
-    seconds, result = best(lambda: latency("llama-3.1-70b", "h200", isl=[1024, 4096, 16384], osl=[128, 512, 2048],
-                                           batch=[1, 16, 128], tp=[4, 8]))
+    seconds, result = best(lambda: latency_from_names("llama-3.1-70b", "h200", isl=[1024, 4096, 16384], osl=[128,
+                                                      512, 2048],
+                                                      batch=[1, 16, 128], tp=[4, 8]))
     print(f"latency plan: {len(result.rows)} rows with explain in {seconds * 1e3:.0f} ms")
 
 

@@ -47,8 +47,8 @@ def main(trace_dir: Path) -> None:
     t_chart, _ = best(lambda: subprocess.run(command + ["--chart", "/tmp/kvplan-bench-tiers.png"], capture_output=True,
                                              check=True, cwd=ROOT), runs=3)
     print(f"  … with --chart (matplotlib import + PNG): {t_chart * 1e3:.0f} ms")
-    spec = workload_from_flags(rate_per_s=5, isl="mean=2k,p99=16k", osl="300", turns=4, think_time_s=60,
-                               shared_prefix_tokens=2048)
+    spec = workload_from_flags(rate_per_s=5, isl="mean=2k,p99=16k", osl="300", turns=4, think_time="60s",
+                               shared_prefix="2k")
     t_flags, reuse_flags = best(lambda: from_workload(spec, sample_requests=50_000), runs=3)
     sampled = int(reuse_flags.trace.block_ids.size)
     t_plan_flags, _ = best(lambda: tier_plan("llama-3.1-70b", system="hgx-h100-8", reuse=reuse_flags), runs=3)

@@ -233,7 +233,8 @@ class Estimate:
 def kvplan_estimate(card: ModelCard, hw: HardwareCard, batch: int, context: int) -> Estimate:
     """kvplan's decode step at this batch and context; the bandwidth roofline if the latency plan is missing."""
     try:
-        from kvplan.plans.sizing.latency import latency
+        import kvplan.plans.sizing.latency  # noqa: F401  (the planner latency_from_names calls)
+        from kvplan.plans.build import latency_from_names as latency
     except ImportError:
         latency = None
     if latency is not None:

@@ -51,13 +51,13 @@ def v090_rows() -> list[tuple[Row, str]]:
 
 
 def evaluate(row: Row, how: str = "max") -> float:
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     if how == "max":
         return estimate(row)
     kind, batch = how.split(":")
-    r = latency(row.model, row.hardware, isl=row.isl, osl=row.osl, batch=int(batch), tp=row.tp,
-                weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm").rows[0]
+    r = latency_from_names(row.model, row.hardware, isl=row.isl, osl=row.osl, batch=int(batch), tp=row.tp,
+                           weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm").rows[0]
     return r["ttft_s"] * 1e3 if kind == "ttft" else r["tokens_per_s_per_gpu"]
 
 
@@ -101,7 +101,7 @@ OPS = (("attention_gemms", "attn GEMMs"), ("mlp_gemms", "dense MLP + shared"), (
 
 def breakdown_lines() -> list[str]:
     """The decode step of each worked example at context ISL, operator by operator (ms), and where the time goes."""
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names as latency
 
     out = ["", "**Per-operator breakdown of the worked examples** (`kvplan latency ... --engine trtllm --explain`; "
            "decode step at context = ISL, milliseconds per step on one GPU; the batch is the whole instance's):", "",

@@ -58,7 +58,7 @@ def main() -> None:
     print(f"  throughput ratio {rates['prefix-aware'] / rates['round-robin']:.2f}× (published 1.92×; hit rate 20 % → 75 %)")
     print("Dynamo KV-aware vs random, Llama-3.1-70B FP8, TP8, 2 instances (2 HGX H100 nodes), 4-turn sessions")
     for rate in (4.0, 8.0, 11.0, 14.0):
-        spec = workload_from_flags(rate_per_s=rate, isl="1100", osl="800", turns=4, think_time_s=60.0)
+        spec = workload_from_flags(rate_per_s=rate, isl="1100", osl="800", turns=4, think_time="60s")
         trace = spec.sample(8000, 0)
         service = ServiceModel("llama-3.1-70b", "h100-sxm", trace, {}, Shape(8, 1),
                                EngineSettings(weights_dtype="fp8"), system="hgx-h100-8")

@@ -87,3 +87,4 @@ def invoke(runner):
 def json_rows(result) -> list[dict]:
     assert result.exit_code in (0, 1), result.stderr
     return json.loads(result.stdout)
+

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
-from kvplan.cli.options import CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text
+from kvplan.cli.options import (CardNameOpt, CardsOpt, FormatOpt, OutputOpt, cards_dirs, emit, emit_text)
 from kvplan.errors import CardError
 
 app = typer.Typer(help="List, show, validate and import model, hardware and system cards.", no_args_is_help=True)
@@ -66,7 +66,7 @@ def validate_command(
 @app.command("import")
 def import_command(
     config: Annotated[Path, typer.Argument(help="A Hugging Face config.json.")],
-    name: Annotated[Optional[str], typer.Option("--name", help="Card name (default: from the path).")] = None,
+    name: CardNameOpt = None,
     output: OutputOpt = None,
 ) -> None:
     """Turn a Hugging Face config.json into a model card (YAML)."""

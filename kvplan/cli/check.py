@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, OutputOpt, cards_dirs, emit_text, note, output_format
+from kvplan.cli.options import (CardsOpt, CheckFormatOpt, OutputOpt, cards_dirs, emit_text, note, output_format)
 from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.check.run import check
 from kvplan.report.junit import append_summary, check_text, github_annotations, github_summary, junit_xml
@@ -24,8 +24,7 @@ CHECK_FORMATS = ("table", "json", "csv", "markdown")
 def check_command(
     plans: Annotated[list[Path], typer.Argument(help="Plan files (YAML); see 'kvplan schema'.")],
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Also write JUnit XML to FILE (for CI).")] = None,
-    fmt: Annotated[Optional[str], typer.Option("--format", "-f", help=(
-        f"Output format: {', '.join(CHECK_FORMATS)} (default: from -o's extension, else table)."))] = None,
+    fmt: CheckFormatOpt = None,
     output: OutputOpt = None,
     cards: CardsOpt = None,
 ) -> None:

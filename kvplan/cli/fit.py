@@ -6,11 +6,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                DtypeOpt, K_NOTE, QuantizationOpt, cards_dirs, emit, note, resolve_weights_dtype)
+from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, BlockOpt, CardsOpt, DtypeOpt, EngineOpt, ExplainOpt,
+                                FormatOpt, GpuUtilOpt, K_NOTE, MaxBatchedTokensOpt, MaxNumSeqsOptionalOpt, OutputOpt,
+                                QuantizationOpt, TPListOpt, cards_dirs, emit, note, resolve_weights_dtype)
 from kvplan.cli.size import parse_ints, parse_names
 from kvplan.errors import InputError
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.build import fit_from_names
+from kvplan.plans.sizing.fit import Overrides
 from kvplan.units import parse_bytes
 
 
@@ -30,15 +32,13 @@ def fit_command(
     batch: BatchOpt = "1",
     kv_dtype: Annotated[Optional[str], typer.Option(
         "--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp16, fp8, int8, int4, fp4, … (list allowed); default auto.")] = None,
-    tp: Annotated[Optional[str], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed); default 1.")] = None,
+    tp: TPListOpt = None,
     pp: Annotated[Optional[int], typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size; default 1.")] = None,
     engine: EngineOpt = "vllm",
     weights_dtype: Annotated[Optional[str], typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, mxfp4, fp4; default auto.")] = None,
     quantization: QuantizationOpt = None,
     dtype: DtypeOpt = None,
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(
-        "--gpu-memory-utilization", "--mem-fraction-static",
-        help="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction.")] = None,
+    gpu_memory_utilization: GpuUtilOpt = None,
     kv_cache_memory: Annotated[ByteOpt, typer.Option("--kv-cache-memory", help="Fix the KV budget per GPU (e.g. 11.12GiB).")] = None,
     kv_cache_memory_bytes: Annotated[ByteOpt, typer.Option(
         "--kv-cache-memory-bytes", help="vLLM's spelling: bytes per GPU, vLLM's integer rule (8G = 8 GiB, 8g = 8e9).")] = None,
@@ -47,10 +47,10 @@ def fit_command(
     activation_memory: Annotated[ByteOpt, typer.Option("--activation-memory", help="Activation peak as the engine logged it.")] = None,
     non_torch_memory: Annotated[ByteOpt, typer.Option("--non-torch-memory", help="Non-torch memory as the engine logged it.")] = None,
     cudagraph_memory: Annotated[ByteOpt, typer.Option("--cudagraph-memory", help="CUDA-graph reserve (vLLM versions that profile it).")] = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option("--max-num-batched-tokens")] = None,
-    max_num_seqs: Annotated[Optional[int], typer.Option("--max-num-seqs", help="Sequences in the profiling run (sampler logits); default 256.")] = None,
+    max_num_batched_tokens: MaxBatchedTokensOpt = None,
+    max_num_seqs: MaxNumSeqsOptionalOpt = None,
     block_size: BlockOpt = None,
-    allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow --max-model-len beyond the card's max.")] = False,
+    allow_long_context: AllowLongContextOpt = False,
     from_vllm: Annotated[Optional[str], typer.Option(
         "--from-vllm", help="Read model and settings from a 'vllm serve MODEL …' command line; kvplan flags given "
         "here override it.")] = None,
@@ -89,14 +89,14 @@ def fit_command(
         activation_bytes=_bytes(activation_memory), non_torch_bytes=_bytes(non_torch_memory),
         cudagraph_bytes=_bytes(cudagraph_memory), kv_cache_memory_bytes=_bytes(given["kv_cache_memory"]),
     )
-    result = fit(
-        model, hardware, None if given["seq"] is None else parse_ints(given["seq"], "--max-model-len"), parse_ints(batch, "--batch"),
-        parse_names(given["kv_dtype"] or "auto"), parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1,
-        parse_names(engine), weights_dtype=given["weights_dtype"] or "auto",
-        gpu_memory_utilization=given["gpu_memory_utilization"], block_size=given["block_size"],
-        max_num_batched_tokens=given["max_num_batched_tokens"], max_num_seqs=given["max_num_seqs"],
-        overrides=overrides, allow_long_context=allow_long_context, cards=cards_dirs(cards),
-        warn_concurrency=given["max_num_seqs"] is not None,
-    )
+    seqs = None if given["seq"] is None else parse_ints(given["seq"], "--max-model-len")
+    batches = parse_ints(batch, "--batch")
+    result = fit_from_names(
+        model, hardware, seqs, batches, parse_names(given["kv_dtype"] or "auto"),
+        parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1, parse_names(engine),
+        allow_long_context=allow_long_context, warn_concurrency=given["max_num_seqs"] is not None,
+        weights_dtype=given["weights_dtype"] or "auto", gpu_memory_utilization=given["gpu_memory_utilization"],
+        block_size=given["block_size"], max_num_batched_tokens=given["max_num_batched_tokens"],
+        max_num_seqs=given["max_num_seqs"], overrides=overrides, cards=cards_dirs(cards))
     emit(result, fmt, output, explain)
 

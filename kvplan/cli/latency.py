@@ -8,13 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import PerfModelOpt
-from kvplan.cli.options import (BatchOpt, CardsOpt, ComputeDtypeOpt, EPOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt,
-                                FormatOpt, HardwareArg, KVDtypeOpt, ModelArg, OutputOpt,
-                                StepOverheadOpt, TPOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
-                                emit)
+from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, CardNameOpt, CardsOpt, ComputeDtypeOpt, EPOpt,
+                                EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExpertParallelOpt, ExplainOpt, FormatOpt,
+                                HardwareArg, KVDtypeOneOpt, KVDtypeOpt, MaxNumSeqsOptionalOpt, ModelArg, OutputOpt,
+                                OverlapCommOpt, StepOverheadOpt, SystemOpt, TPOneOpt, TPOpt, WeightsDtypeOpt,
+                                cards_dirs, efficiencies, emit)
 from kvplan.errors import InputError
-from kvplan.plans.sizing.calibrate import calibrate
-from kvplan.plans.sizing.latency import Speculation, latency
+from kvplan.plans.build import calibrate_from_names, latency_from_names
+from kvplan.plans.sizing.latency import Speculation
 from kvplan.outputs import OutputSet, check_target
 from kvplan.units import parse_list, parse_tokens
 
@@ -48,13 +49,11 @@ def latency_command(
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
-    overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP/EP communication with compute.")] = False,
-    allow_long_context: Annotated[bool, typer.Option(
-        "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
+    overlap_comm: OverlapCommOpt = False,
+    allow_long_context: AllowLongContextOpt = False,
     dp: Annotated[int, typer.Option("--dp", "--data-parallel-size",
                                     help="Attention data-parallel ranks (vLLM --data-parallel-size).")] = 1,
-    enable_expert_parallel: Annotated[bool, typer.Option(
-        "--enable-expert-parallel", help="MoE layers expert-parallel over EP = TP × DP GPUs (vLLM semantics).")] = False,
+    enable_expert_parallel: ExpertParallelOpt = False,
     ep_redundant_experts: Annotated[int, typer.Option(
         "--ep-redundant-experts", help="Redundant expert replicas per MoE layer (EPLB); memory counted.")] = 0,
     expert_imbalance: Annotated[Optional[float], typer.Option(
@@ -62,10 +61,8 @@ def latency_command(
     two_batch_overlap: Annotated[Optional[bool], typer.Option(
         "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
     perf_model: PerfModelOpt = "operators",
-    max_num_seqs: Annotated[Optional[int], typer.Option(
-        "--max-num-seqs", help="Cap on sequences per DP rank for --batch max (engine default where sourced).")] = None,
-    system: Annotated[Optional[str], typer.Option(
-        "--system", help="System card (node links, NIC) around HARDWARE; needed for instances across nodes.")] = None,
+    max_num_seqs: MaxNumSeqsOptionalOpt = None,
+    system: SystemOpt = None,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
@@ -77,17 +74,16 @@ def latency_command(
         if spec_k is None or spec_alpha is None:
             raise InputError("--spec-k and --spec-alpha go together", "pass both, e.g. --spec-k 3 --spec-alpha 0.7")
         speculation = Speculation(k=spec_k, alpha=spec_alpha, draft_model=spec_draft, draft_layers=spec_draft_layers)
-    result = latency(
+    result = latency_from_names(
         model, hardware, parse_counts(isl, "--isl"), parse_counts(osl, "--osl"),
-        "max" if batch.strip().lower() == "max" else parse_counts(batch, "--batch"),
-        parse_counts(tp, "--tp"), context=parse_counts(context, "--context") if context else None, ep=ep,
-        kv_dtype=kv_dtype, weights_dtype=weights_dtype, compute_dtype=compute_dtype, engine=engine,
-        chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None, speculation=speculation,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead),
-        overlap_comm=overlap_comm, allow_long_context=allow_long_context, cards=cards_dirs(cards),
-        dp=dp, expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts,
-        expert_imbalance=expert_imbalance, two_batch_overlap=two_batch_overlap, perf_model=perf_model,
-        max_num_seqs=max_num_seqs, system=system,
+        "max" if batch.strip().lower() == "max" else parse_counts(batch, "--batch"), parse_counts(tp, "--tp"),
+        ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype, engine=engine,
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), dp=dp, expert_parallel=enable_expert_parallel,
+        redundant_experts=ep_redundant_experts, perf_model=perf_model, system=system, cards=cards_dirs(cards),
+        speculation=speculation, context=parse_counts(context, "--context") if context else None,
+        compute_dtype=compute_dtype, chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None,
+        overlap_comm=overlap_comm, allow_long_context=allow_long_context, expert_imbalance=expert_imbalance,
+        two_batch_overlap=two_batch_overlap, max_num_seqs=max_num_seqs,
     )
     emit(result, fmt, output, explain)
 
@@ -97,9 +93,9 @@ def calibrate_command(
     hardware: HardwareArg,
     measurements: Annotated[Path, typer.Argument(
         help="CSV: batch, context, step_time_s (decode rows) and/or isl, ttft_s (prefill rows); optional tp.")],
-    tp: Annotated[int, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="TP of rows without a tp column.")] = 1,
+    tp: TPOneOpt = 1,
     ep: EPOpt = 1,
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="KV dtype of the measured runs.")] = "auto",
+    kv_dtype: KVDtypeOneOpt = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
     compute_dtype: ComputeDtypeOpt = None,
     engine: EngineOneOpt = "vllm",
@@ -107,7 +103,7 @@ def calibrate_command(
         "--holdout", help="Share of rows scored but not fitted (every ⌈1/f⌉-th row): in-sample and held-out error.")] = 0.0,
     card_out: Annotated[Optional[Path], typer.Option(
         "--card-out", help="Write the calibrated hardware card (YAML) here; pass it as HARDWARE later.")] = None,
-    name: Annotated[Optional[str], typer.Option("--name", help="Name of the calibrated card (default: HARDWARE-calibrated).")] = None,
+    name: CardNameOpt = None,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
@@ -117,10 +113,9 @@ def calibrate_command(
     for path, what in ((card_out, "--card-out"), (output, "--output")):
         if path is not None:
             check_target(path, what)
-    calibration = calibrate(
-        model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-        compute_dtype=compute_dtype, engine=engine, name=name, cards=cards_dirs(cards), holdout=holdout,
-    )
+    calibration = calibrate_from_names(
+        model, hardware, measurements, tp, ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype, engine=engine,
+        cards=cards_dirs(cards), compute_dtype=compute_dtype, name=name, holdout=holdout)
     extra = OutputSet()
     if card_out is not None:
         extra.add(card_out, calibration.card_yaml(), what="--card-out")

@@ -37,6 +37,8 @@ SeqOpt = Annotated[str, typer.Option("--seq", "--max-model-len", help=f"Tokens p
 BatchOpt = Annotated[str, typer.Option("--batch", "-b", help="Concurrent sequences; list: 1,8,64.")]
 KVDtypeOpt = Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp16, fp8, int8, int4, fp4, … (list allowed).")]
 TPOpt = Annotated[str, typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel size (list allowed).")]
+TPOneOpt = Annotated[int, typer.Option(
+    "--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance (calibrate: of rows without a tp column).")]
 PPOpt = Annotated[int, typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline-parallel size.")]
 
 # the model and hardware arguments, dtypes and expert parallelism (size, fit, latency, plan, …)
@@ -56,15 +58,31 @@ TimestampUnitOpt = Annotated[Optional[str], typer.Option(
 SkipBadRowsOpt = Annotated[bool, typer.Option(
     "--skip-bad-rows", help="Skip malformed rows (count and lines on stderr) instead of stopping.")]
 CacheTokensOpt = Annotated[Optional[str], typer.Option(
-    "--cache-tokens", help="LRU prefix-cache sizes in tokens, e.g. 3M,10M,50M (k = 1024, M = 1024²).")]
-RateOpt = Annotated[Optional[float], typer.Option("--rate", "--qps", help="Request arrival rate (requests/s).")]
-IslOpt = Annotated[Optional[str], typer.Option(
-    "--isl", help="Input tokens: 2k (fixed), mean=2k,p99=16k or p50=1k,p99=8k (lognormal).")]
+    "--cache-tokens", help="Prefix-cache size in tokens (k = 1024, M = 1024²): workload: LRU sizes, e.g. 3M,10M,50M; "
+                           "route: per instance (default with a deployment: its KV pool).")]
+RateOpt = Annotated[Optional[float], typer.Option(
+    "--rate", "--qps", help="Request arrival rate, requests/s (plan with --trace: the trace is rescaled to it).")]
+LENGTH_HELP = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
+IslOpt = Annotated[Optional[str], typer.Option("--isl", help=f"Prompt tokens: {LENGTH_HELP}.")]
 OslOpt = Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")]
 ArrivalCVOpt = Annotated[float, typer.Option("--arrival-cv", help="Inter-arrival CV (1 = Poisson).")]
 TurnsOpt = Annotated[int, typer.Option("--turns", help="Requests per session (multi-turn).")]
 ThinkTimeOpt = Annotated[str, typer.Option("--think-time", help="Mean time between a session's turns (30s).")]
-SharedPrefixOpt = Annotated[str, typer.Option("--shared-prefix", help="System-prompt tokens shared by all sessions.")]
+SharedPrefixOpt = Annotated[str, typer.Option(
+    "--shared-prefix", "--system-prompt-tokens", help="System-prompt tokens shared by all sessions.")]
+TraceOpt = Annotated[Optional[Path], typer.Option(
+    "--trace", help="Trace file: Azure CSV or Mooncake JSONL (hash_ids give prefix reuse; plan also reads a CSV with --columns).")]
+SampleOpt = Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload (length statistics).")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (sampled workloads, the random policy).")]
+RagDocsOpt = Annotated[Optional[int], typer.Option(
+    "--rag-docs", help="RAG: documents in the corpus; every prompt starts with one of them (a prefix group).")]
+RagDocTokensOpt = Annotated[str, typer.Option("--rag-doc-tokens", help="RAG: tokens per document.")]
+RagZipfOpt = Annotated[float, typer.Option("--rag-zipf", help="RAG: Zipf exponent of document popularity (0 = uniform).")]
+# SLOs (the grammar of kvplan.workload.slo); pd gives its own defaults
+TtftOpt = Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s'.")]
+TpotOpt = Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")]
+TtftDefaultOpt = Annotated[str, typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s'.")]
+TpotDefaultOpt = Annotated[str, typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")]
 
 
 def engine_names(text: str | None) -> str | None:
@@ -119,6 +137,44 @@ def resolve_weights_dtype(weights_dtype: str | None, quantization: str | None, d
         return None if mapped == "auto" else mapped
     return weights_dtype
 BlockOpt = Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")]
+# engine settings under vLLM's names (size, fit, latency, plan, pd, tier, route)
+KVDtypeOneOpt = Annotated[str, typer.Option(
+    "--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp16, fp8, int8, int4, fp4, … (one value).")]
+GpuUtilOpt = Annotated[Optional[float], typer.Option(
+    "--gpu-memory-utilization", "--mem-fraction-static",
+    help="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction (default: the engine's).")]
+MaxNumSeqsOpt = Annotated[int, typer.Option("--max-num-seqs", help="The engine's cap on running sequences.")]
+MaxNumSeqsOptionalOpt = Annotated[Optional[int], typer.Option(
+    "--max-num-seqs", help="vLLM's --max-num-seqs (fit: sequences in the profiling run; latency: caps --batch max "
+    "per DP rank); default 256 where the engine's is sourced.")]
+ChunkSizeOpt = Annotated[str, typer.Option(
+    "--chunk-size", "--max-num-batched-tokens", help="Tokens per step (chunked prefill; k = 1024).")]
+MaxBatchedTokensOpt = Annotated[Optional[int], typer.Option(
+    "--max-num-batched-tokens", help="vLLM: tokens per step; bounds the sliding-window tokens in flight (default 8192).")]
+TPListOpt = Annotated[Optional[str], typer.Option(
+    "--tp", "-tp", "--tensor-parallel-size",
+    help="Tensor-parallel size; a list is allowed (fit: one row each, default 1; plan: one value pins it, a list is "
+         "searched, default 1,2,4,8).")]
+ExpertParallelOpt = Annotated[bool, typer.Option(
+    "--enable-expert-parallel", help="MoE layers expert-parallel over EP = TP × DP GPUs (vLLM semantics).")]
+OverlapCommOpt = Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP/EP communication with compute.")]
+AllowLongContextOpt = Annotated[bool, typer.Option(
+    "--allow-long-context", help="Allow lengths beyond the card's max context (RoPE scaling).")]
+GpuCostOpt = Annotated[Optional[str], typer.Option(
+    "--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0: cost per hour and per million output "
+                       "tokens (plan: the search compares cost; report: replaces the plan file's gpu_cost).")]
+ConcurrencyOpt = Annotated[Optional[str], typer.Option(
+    "--concurrency", "--max-concurrency",
+    help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list "
+         "(1,8,32,128) gives the latency-throughput curve (report: default the plan file's report.concurrency).")]
+ChartOpt = Annotated[Optional[Path], typer.Option(
+    "--chart", help="Write the command's chart (PNG): plan's closed-loop curve, tier's hit-rate curve, route's "
+                    "hit rates.")]
+CardNameOpt = Annotated[Optional[str], typer.Option("--name", help="Name of the card written (calibrate: default HARDWARE-calibrated; cards import: from the path).")]
+CheckFormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help=(
+    "Output format: table, json, csv, markdown (default: from -o's extension, else table)."))]
+SweepOutputOpt = Annotated[Optional[Path], typer.Option(
+    "--output", "-o", help="Write FILE.csv or FILE.parquet (whole or not at all); CSV to stdout if absent.")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
 PerfModelOpt = Annotated[str, typer.Option(
     "--perf-model", help="Step-time model: operators (per-operator efficiencies from measured kernel tables, default) "

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvplan.cli.options import PerfModelOpt
-from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                StepOverheadOpt, cards_dirs, efficiencies, emit, output_format)
-from kvplan.cli.options import TraceFormatOpt
+from kvplan.cli.options import (AllowLongContextOpt, CardsOpt, ChunkSizeOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt,
+                                ExpertParallelOpt, ExplainOpt, FormatOpt, GpuUtilOpt, IslOpt, KVDtypeOneOpt,
+                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, StepOverheadOpt, SystemOpt, TpotDefaultOpt,
+                                TraceFormatOpt, TraceOpt, TtftDefaultOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
+                                emit, output_format)
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd
@@ -37,23 +38,21 @@ def pd_command(
     hardware: Annotated[str, typer.Argument(help="Prefill hardware card (or a system card, e.g. hgx-h100-8).")],
     decode_hardware: Annotated[Optional[str], typer.Option(
         "--decode-hardware", help="Decode hardware when it differs (e.g. h20); default: HARDWARE.")] = None,
-    system: Annotated[Optional[str], typer.Option(
-        "--system", help="System card of the prefill pool (node / supernode links), e.g. hgx-h100-8.")] = None,
+    system: SystemOpt = None,
     decode_system: Annotated[Optional[str], typer.Option(
         "--decode-system", help="System card of the decode pool (default: --system for the same hardware).")] = None,
     placement: Annotated[str, typer.Option(
         "--placement", help=f"P↔D placement: {', '.join(PLACEMENTS)} (auto: scale-up if one xPyD unit fits its "
                             "domain, else NIC).")] = "auto",
-    qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s.")] = None,
-    isl: Annotated[Optional[str], typer.Option(
-        "--isl", help="Prompt tokens: 8k, or mean=8k,p99=64k / p50=…,p99=… (lognormal).")] = None,
-    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")] = None,
+    qps: RateOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
     arrival_cv: Annotated[Optional[float], typer.Option(
         "--arrival-cv", help="Inter-arrival CV (1 = Poisson; default 1, or from the trace).")] = None,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file (Mooncake JSONL, Azure CSV).")] = None,
+    trace: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",
-    ttft: Annotated[str, typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=4s'.")] = "p99<=4s",
-    tpot: Annotated[str, typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = "p99<=100ms",
+    ttft: TtftDefaultOpt = "p99<=4s",
+    tpot: TpotDefaultOpt = "p99<=100ms",
     prefill_tp: Annotated[Optional[str], typer.Option(
         "--prefill-tp", help="Prefill TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
     decode_tp: Annotated[Optional[str], typer.Option(
@@ -63,8 +62,7 @@ def pd_command(
                              f"{','.join(map(str, EP_DPS))}).")] = None,
     decode_dp: Annotated[Optional[str], typer.Option(
         "--decode-dp", help="Decode attention data-parallel sizes per instance (DeepSeek decode: 144).")] = None,
-    enable_expert_parallel: Annotated[bool, typer.Option(
-        "--enable-expert-parallel", help="Routed experts split over ep = TP × DP ranks in both pools (vLLM).")] = False,
+    enable_expert_parallel: ExpertParallelOpt = False,
     ep_redundant_experts: Annotated[Optional[int], typer.Option(
         "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32; "
                                        "default with EP: the fewest that let EP divide the experts).")] = None,
@@ -94,22 +92,18 @@ def pd_command(
         "--prefix-read-bandwidth", help="Read rate per GPU of the tier serving the cached prefix (DRAM, SSD/3FS, "
                                         "remote pool), e.g. 6.25GB/s: its load is timed into prefill.")] = None,
     engine: EngineOneOpt = "vllm",
-    kv_dtype: Annotated[str, typer.Option(
-        "--kv-dtype", "--kv-cache-dtype", help="KV dtype of both pools: auto, bf16, fp16, fp8, int8, int4, fp4.")] = "auto",
-    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, …")] = "auto",
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(
-        "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="Engine cap on running sequences.")] = 256,
-    chunk_size: Annotated[str, typer.Option(
-        "--chunk-size", "--max-num-batched-tokens", help="Chunked-prefill budget of the aggregated alternative.")] = "8k",
+    kv_dtype: KVDtypeOneOpt = "auto",
+    weights_dtype: WeightsDtypeOpt = "auto",
+    gpu_memory_utilization: GpuUtilOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = 256,
+    chunk_size: ChunkSizeOpt = "8k",
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     perf_model: PerfModelOpt = "operators",
     no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
-    allow_long_context: Annotated[bool, typer.Option(
-        "--allow-long-context", help="Allow ISL + OSL beyond the card's max context.")] = False,
+    allow_long_context: AllowLongContextOpt = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import HardwareArg, ModelArg, WeightsDtypeOpt
-from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt,
-                                PerfModelOpt, StepOverheadOpt, SystemOpt, cards_dirs, efficiencies, emit,
+from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt, ArrivalCVOpt, BlockOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
+                                ColumnsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt,
+                                HardwareArg, IslOpt, KVDtypeOneOpt, MaxNumSeqsOpt, ModelArg, OslOpt, OutputOpt,
+                                RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, StepOverheadOpt,
+                                SystemOpt, TPListOpt, ThinkTimeOpt, TimestampUnitOpt, TpotOpt, TraceFormatOpt,
+                                TraceOpt, TtftOpt, TurnsOpt, WeightsDtypeOpt, cards_dirs, efficiencies, emit,
                                 output_format)
-from kvplan.cli.options import ArrivalCVOpt, ColumnsOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
@@ -20,9 +22,8 @@ from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.plans.fleet.answer import answer as fleet_answer
 from kvplan.plans.fleet.plan import fleet_workload
 from kvplan.report.fleet_tables import presentation
-from kvplan.units import parse_list, parse_seconds, parse_tokens
+from kvplan.units import parse_list, parse_tokens
 
-LengthOpt = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"
 
 
 def _float_list(text: str) -> list[float]:
@@ -40,10 +41,10 @@ def plan_command(
     model: ModelArg,
     hardware: HardwareArg,
     system: SystemOpt = None,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="Trace file: Azure CSV, Mooncake JSONL, or a CSV with --columns.")] = None,
-    qps: Annotated[Optional[float], typer.Option("--qps", "--rate", help="Arrival rate, requests/s (with --trace: rescale it to this rate).")] = None,
-    isl: Annotated[Optional[str], typer.Option("--isl", help=f"Prompt tokens: {LengthOpt}.")] = None,
-    osl: Annotated[Optional[str], typer.Option("--osl", help="Output tokens, written like --isl.")] = None,
+    trace: TraceOpt = None,
+    qps: RateOpt = None,
+    isl: IslOpt = None,
+    osl: OslOpt = None,
     arrival_cv: ArrivalCVOpt = 1.0,
     turns: TurnsOpt = 1,
     think_time: ThinkTimeOpt = "0s",
@@ -53,33 +54,33 @@ def plan_command(
     timestamp_unit: TimestampUnitOpt = None,
     skip_bad_rows: SkipBadRowsOpt = False,
     rate_basis: Annotated[str, typer.Option("--rate-basis", help="A trace's rate: mean, or peak (busiest minute).")] = "mean",
-    ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s'.")] = None,
-    tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p90<=50ms'.")] = None,
-    tp: Annotated[Optional[str], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="Tensor-parallel GPUs per instance: one value pins it, a list (2,4,8) is searched (default 1,2,4,8).")] = None,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    tp: TPListOpt = None,
     pp: Annotated[Optional[str], typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline stages per instance: one value or a list (default 1, more only where the weights need it).")] = None,
     engine: EngineOneOpt = "vllm",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
+    kv_dtype: KVDtypeOneOpt = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", help="Engine memory fraction (engine default).")] = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="The engine's batch cap.")] = 256,
-    chunk_size: Annotated[str, typer.Option("--chunk-size", "--max-num-batched-tokens", help="Tokens per step (chunked prefill).")] = "8192",
-    block_size: Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")] = None,
+    gpu_memory_utilization: GpuUtilOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = 256,
+    chunk_size: ChunkSizeOpt = "8192",
+    block_size: BlockOpt = None,
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     perf_model: PerfModelOpt = "operators",
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
-    gpu_cost: Annotated[Optional[str], typer.Option("--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4,h20=1.0 (cost per hour and per million output tokens; the search compares cost).")] = None,
+    gpu_cost: GpuCostOpt = None,
     max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
-    concurrency: Annotated[Optional[str], typer.Option("--concurrency", "--max-concurrency", help="Closed loop: requests in flight, each sent when one ends (vllm bench serve --max-concurrency); a list (1,8,32,128) gives the latency-throughput curve.")] = None,
+    concurrency: ConcurrencyOpt = None,
     instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
-    chart: Annotated[Optional[Path], typer.Option("--chart", help="Closed loop: write the latency-throughput curve (PNG).")] = None,
+    chart: ChartOpt = None,
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
     sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate (default: the whole trace, or 10000).")] = None,
-    sample: Annotated[int, typer.Option("--sample", help="Requests sampled for a flag workload's length statistics.")] = 100_000,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampled workloads.")] = 0,
-    allow_long_context: Annotated[bool, typer.Option("--allow-long-context", help="Allow contexts beyond the card's max.")] = False,
+    sample: SampleOpt = 100_000,
+    seed: SeedOpt = 0,
+    allow_long_context: AllowLongContextOpt = False,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
@@ -90,7 +91,7 @@ def plan_command(
         qps = 1.0  # closed loop: the rate is not used, only the lengths
     workload = fleet_workload(
         trace=trace, qps=qps, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-        think_time_s=parse_seconds(think_time), shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True),
+        think_time=think_time, shared_prefix=shared_prefix,
         trace_format=trace_format, columns=columns, timestamp_unit=timestamp_unit, skip_bad_rows=skip_bad_rows,
         rate_basis=rate_basis, sample_requests=sample, seed=seed)
     slos = [parse_slo(kind, text) for kind, text in (("ttft", ttft), ("tpot", tpot)) if text is not None]

@@ -7,16 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import CardsOpt, cards_dirs
+from kvplan.cli.options import CardsOpt, ConcurrencyOpt, GpuCostOpt, cards_dirs
 
 
 def report_command(
     plan: Annotated[Path, typer.Argument(help="Plan file (YAML); see 'kvplan schema'.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write (report.md, *.csv, *.png).")],
     force: Annotated[bool, typer.Option("--force", help="Replace DIR if it exists.")] = False,
-    gpu_cost: Annotated[Optional[str], typer.Option(
-        "--gpu-cost", help="Prices per GPU-hour, any currency: h100-sxm=2.4 (replaces the plan's gpu_cost): the "
-                           "fleet's cost per hour and per million output tokens.")] = None,
+    gpu_cost: GpuCostOpt = None,
     pd: Annotated[Optional[bool], typer.Option(
         "--pd/--no-pd", help="Add (or leave out) the disaggregated section (kvplan pd against this plan's fleet); "
                              "default: the plan's report.pd.")] = None,
@@ -26,9 +24,7 @@ def report_command(
     checklist: Annotated[Optional[bool], typer.Option(
         "--checklist/--no-checklist", help="Add (or leave out) the engineering checklist (seed §10); default: the "
                                            "plan's report.checklist.")] = None,
-    concurrency: Annotated[Optional[str], typer.Option(
-        "--concurrency", help="Closed-loop levels (requests in flight) for the latency-throughput chart, e.g. "
-                              "1,8,32,128; default: the plan's report.concurrency.")] = None,
+    concurrency: ConcurrencyOpt = None,
     cards: CardsOpt = None,
 ) -> None:
     """Write a report directory: executive summary, fleet, memory per GPU, KV vs context, latency, verdict.

@@ -7,9 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (CardsOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, OutputOpt, StepOverheadOpt,
-                                cards_dirs, efficiencies, emit)
-from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, SharedPrefixOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
+from kvplan.cli.options import (ArrivalCVOpt, BlockOpt, CacheTokensOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
+                                EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt, IslOpt,
+                                KVDtypeOneOpt, MaxNumSeqsOpt, OslOpt, OutputOpt, RagDocTokensOpt, RagDocsOpt,
+                                RagZipfOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, StepOverheadOpt, SystemOpt,
+                                TPOneOpt, ThinkTimeOpt, TpotOpt, TraceFormatOpt, TraceOpt, TtftOpt, TurnsOpt,
+                                WeightsDtypeOpt, cards_dirs, efficiencies, emit)
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
@@ -32,11 +35,10 @@ def route_command(
              "with --rate/--isl/--osl, only MODEL HARDWARE.", show_default=False)] = None,
     instances: Annotated[str, typer.Option("--instances", "-n", help="Instances behind the router (list: 1,2,4,8,16).")] = "1,2,4,8,16",
     policy: Annotated[Optional[str], typer.Option("--policy", help=POLICY_HELP)] = None,
-    cache_tokens: Annotated[Optional[str], typer.Option(
-        "--cache-tokens", help="Prefix cache per instance in tokens (3M; M = 1024²). Default with a deployment: its KV pool.")] = None,
+    cache_tokens: CacheTokensOpt = None,
     service_time: Annotated[Optional[str], typer.Option(
         "--service-time", help="Without a deployment: every request's time in system (for load-aware policies).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random policy and of sampled workloads.")] = 0,
+    seed: SeedOpt = 0,
     cache_threshold: Annotated[float, typer.Option("--cache-threshold", help="prefix-aware: match rate above which the holder is chosen (SGLang 0.3).")] = 0.3,
     balance_threshold: Annotated[float, typer.Option(
         "--balance-threshold", "--balance-rel-threshold", help="prefix-aware: imbalanced when max load > this × min load (SGLang 1.5) ...")] = 1.5,
@@ -45,7 +47,7 @@ def route_command(
     hash_blocks: Annotated[int, typer.Option("--hash-blocks", help="consistent-hash: blocks of the prompt hashed (K).")] = 4,
     hash_balance_factor: Annotated[float, typer.Option(
         "--hash-balance-factor", help="consistent-hash: load bound c × mean in flight (1.25).")] = 1.25,
-    trace_opt: Annotated[Optional[Path], typer.Option("--trace", help="The trace, as an option.")] = None,
+    trace_opt: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",
     rate: RateOpt = None,
     isl: IslOpt = None,
@@ -54,28 +56,27 @@ def route_command(
     turns: TurnsOpt = 1,
     think_time: ThinkTimeOpt = "0s",
     shared_prefix: SharedPrefixOpt = "0",
-    sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 20_000,
-    rag_docs: Annotated[Optional[int], typer.Option(
-        "--rag-docs", help="Flag workload: one of this many shared documents (prefix groups) in every prompt.")] = None,
-    rag_doc_tokens: Annotated[str, typer.Option("--rag-doc-tokens", help="Tokens per document.")] = "4k",
-    rag_zipf: Annotated[float, typer.Option("--rag-zipf", help="Zipf exponent of document popularity (0 = uniform).")] = 1.0,
-    ttft: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO, e.g. 'p99<=2s' (with a deployment).")] = None,
-    tpot: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO, e.g. 'p99<=100ms'.")] = None,
-    tp: Annotated[int, typer.Option("--tp", "--tensor-parallel-size", help="GPUs per instance.")] = 1,
-    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang, trtllm, hf or ideal.")] = "vllm",
-    kv_dtype: Annotated[str, typer.Option("--kv-dtype", "--kv-cache-dtype", help="auto, bf16, fp8, …")] = "auto",
-    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, …")] = "auto",
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option("--gpu-memory-utilization", help="Engine memory fraction.")] = None,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", help="The engine's batch cap.")] = 256,
-    chunk_size: Annotated[str, typer.Option("--chunk-size", "--max-num-batched-tokens", help="Tokens per step.")] = "8192",
-    block_size: Annotated[Optional[int], typer.Option("--block-size", help="Tokens per KV block (engine default).")] = None,
+    sample: SampleOpt = 20_000,
+    rag_docs: RagDocsOpt = None,
+    rag_doc_tokens: RagDocTokensOpt = "4k",
+    rag_zipf: RagZipfOpt = 1.0,
+    ttft: TtftOpt = None,
+    tpot: TpotOpt = None,
+    tp: TPOneOpt = 1,
+    engine: EngineOneOpt = "vllm",
+    kv_dtype: KVDtypeOneOpt = "auto",
+    weights_dtype: WeightsDtypeOpt = "auto",
+    gpu_memory_utilization: GpuUtilOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = 256,
+    chunk_size: ChunkSizeOpt = "8192",
+    block_size: BlockOpt = None,
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
-    system: Annotated[Optional[str], typer.Option("--system", help="System card joining the instances (links for KV migration).")] = None,
+    system: SystemOpt = None,
     link_system: Annotated[Optional[list[str]], typer.Option(
         "--link-system", help="Also price KV migration over this system's scale-up fabric (repeatable, e.g. cloudmatrix-384).")] = None,
-    chart: Annotated[Optional[Path], typer.Option("--chart", help="PNG: hit rate and imbalance vs N per policy.")] = None,
+    chart: ChartOpt = None,
     fmt: FormatOpt = "table",
     output: OutputOpt = None,
     explain: ExplainOpt = False,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
-from kvplan.plans.sizing.size import size
+                                MaxBatchedTokensOpt, OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
+from kvplan.plans.build import size_from_names
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
 
@@ -33,17 +33,14 @@ def size_command(
     pp: PPOpt = 1,
     engine: EngineOpt = "vllm",
     block_size: BlockOpt = None,
-    max_num_batched_tokens: Annotated[Optional[int], typer.Option(
-        "--max-num-batched-tokens", help="vLLM: bounds sliding-window tokens in flight (default 8192).")] = None,
+    max_num_batched_tokens: MaxBatchedTokensOpt = None,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
 ) -> None:
     """KV-cache size: per token (one copy), per GPU (with replication), per sequence, in total."""
-    result = size(
-        model, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"), parse_names(kv_dtype),
-        parse_ints(tp, "--tp"), pp, parse_names(engine), block_size=block_size,
-        max_num_batched_tokens=max_num_batched_tokens, cards=cards_dirs(cards),
-    )
+    result = size_from_names(model, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"), parse_names(kv_dtype),
+                             parse_ints(tp, "--tp"), pp, parse_names(engine), block_size=block_size,
+                             max_num_batched_tokens=max_num_batched_tokens, cards=cards_dirs(cards))
     emit(result, fmt, output, explain)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import CardsOpt, cards_dirs, note
+from kvplan.cli.options import (CardsOpt, SweepOutputOpt, cards_dirs, note)
 from kvplan.errors import InputError
 
 MAX_LISTED_REASONS = 5
@@ -47,8 +47,7 @@ class _Progress:
 
 def sweep_command(
     grid: Annotated[Path, typer.Argument(help="Grid file (YAML): models, hardware, seq, batch, kv_dtype, tp, pp, engine.")],
-    output: Annotated[Optional[Path], typer.Option(
-        "--output", "-o", help="Write FILE.csv or FILE.parquet (whole or not at all); CSV to stdout if absent.")] = None,
+    output: SweepOutputOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Fail on the first invalid combination instead of skipping it.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every default the latency columns took.")] = False,
     cards: CardsOpt = None,

@@ -8,10 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from kvplan.cli.options import PerfModelOpt
-from kvplan.cli.options import (CardsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
-                                OutputOpt, cards_dirs, efficiencies, emit, output_format)
+from kvplan.cli.options import (ArrivalCVOpt, CardsOpt, ChartOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt,
+                                FormatOpt, GpuUtilOpt, IslOpt, KVDtypeOpt, OslOpt, OutputOpt, OverlapCommOpt,
+                                RagDocTokensOpt, RagDocsOpt, RagZipfOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt,
+                                SystemOpt, ThinkTimeOpt, TpotOpt, TraceFormatOpt, TraceOpt, TtftOpt, TurnsOpt,
+                                WeightsDtypeOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.outputs import OutputSet, check_target
-from kvplan.cli.options import ArrivalCVOpt, IslOpt, OslOpt, RateOpt, ThinkTimeOpt, TraceFormatOpt, TurnsOpt
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import AnswerNo, InputError
 from kvplan.plans.tiers.inputs import CapacityOverrides
@@ -31,22 +33,21 @@ def _bytes(text: str | None) -> float | None:
 def tier_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     hardware: Annotated[Optional[str], typer.Argument(help="Hardware card (or give --system).")] = None,
-    system: Annotated[Optional[str], typer.Option("--system", help="System card: a node and its tiers (hgx-h100-8).")] = None,
-    trace: Annotated[Optional[Path], typer.Option("--trace", help="Mooncake-style JSONL trace with hash_ids.")] = None,
+    system: SystemOpt = None,
+    trace: TraceOpt = None,
     trace_format: TraceFormatOpt = "auto",
     rate: RateOpt = None,
     isl: IslOpt = None,
     osl: OslOpt = None,
     turns: TurnsOpt = 1,
     think_time: ThinkTimeOpt = "0s",
-    system_prompt: Annotated[str, typer.Option(
-        "--system-prompt-tokens", "--shared-prefix", help="System-prompt tokens shared by every session.")] = "0",
-    rag_docs: Annotated[Optional[int], typer.Option("--rag-docs", help="RAG: documents in the corpus (one per request).")] = None,
-    rag_doc_tokens: Annotated[str, typer.Option("--rag-doc-tokens", help="RAG: tokens per document.")] = "4k",
-    rag_zipf: Annotated[float, typer.Option("--rag-zipf", help="RAG: Zipf exponent of document popularity (0 = uniform).")] = 1.0,
+    system_prompt: SharedPrefixOpt = "0",
+    rag_docs: RagDocsOpt = None,
+    rag_doc_tokens: RagDocTokensOpt = "4k",
+    rag_zipf: RagZipfOpt = 1.0,
     arrival_cv: ArrivalCVOpt = 1.0,
-    sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 50_000,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed (sampling, decode contexts).")] = 0,
+    sample: SampleOpt = 50_000,
+    seed: SeedOpt = 0,
     tiers: Annotated[Optional[Path], typer.Option("--tiers", help="YAML list of tiers replacing the card's.")] = None,
     dram_per_node: Annotated[SizeOpt, typer.Option("--dram-per-node", help="Host DRAM per node, e.g. 1TB.")] = None,
     cxl_per_node: Annotated[SizeOpt, typer.Option("--cxl-per-node", help="CXL memory per node.")] = None,
@@ -57,18 +58,17 @@ def tier_command(
         "--decode-batch", help="Sequences decoding per instance (default: Little's law from the rate).")] = None,
     tp: Annotated[Optional[int], typer.Option("--tp", "-tp", "--tensor-parallel-size", help="GPUs per instance (default: a whole node).")] = None,
     kv_dtype: KVDtypeOpt = "auto",
-    weights_dtype: Annotated[str, typer.Option("--weights-dtype", help="auto, bf16, fp8, int8, int4, …")] = "auto",
+    weights_dtype: WeightsDtypeOpt = "auto",
     engine: EngineOneOpt = "vllm",
-    gpu_memory_utilization: Annotated[Optional[float], typer.Option(
-        "--gpu-memory-utilization", help="Engine memory fraction (default: the engine's).")] = None,
+    gpu_memory_utilization: GpuUtilOpt = None,
     eta_flops: EtaFlopsOpt = None,
     eta_mem: EtaMemOpt = None,
     perf_model: PerfModelOpt = "operators",
-    overlap_comm: Annotated[bool, typer.Option("--overlap-comm", help="Overlap TP all-reduces with compute.")] = False,
-    ttft_slo: Annotated[Optional[str], typer.Option("--ttft", help="TTFT SLO for the PD feedback, e.g. 'p99<=10s'.")] = None,
-    tpot_slo: Annotated[Optional[str], typer.Option("--tpot", help="TPOT SLO for the PD feedback, e.g. 'p99<=100ms'.")] = None,
+    overlap_comm: OverlapCommOpt = False,
+    ttft_slo: TtftOpt = None,
+    tpot_slo: TpotOpt = None,
     no_pd: Annotated[bool, typer.Option("--no-pd", help="Skip the PD feedback (plan_pd with and without the cache).")] = False,
-    chart: Annotated[Optional[Path], typer.Option("--chart", help="Write the hit-rate curve with tier boundaries (PNG).")] = None,
+    chart: ChartOpt = None,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,

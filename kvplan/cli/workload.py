@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (ArrivalCVOpt, CacheTokensOpt, ColumnsOpt, ExplainOpt, FormatOpt, IslOpt, OslOpt, OutputOpt, RateOpt,
-                                SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt, TimestampUnitOpt,
-                                TraceFormatOpt, TurnsOpt, emit, emit_text, note, output_format)
+from kvplan.cli.options import (ArrivalCVOpt, CacheTokensOpt, ColumnsOpt, ExplainOpt, FormatOpt, IslOpt, OslOpt,
+                                OutputOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, ThinkTimeOpt,
+                                TimestampUnitOpt, TraceFormatOpt, TurnsOpt, emit, emit_text, note, output_format)
 from kvplan.errors import InputError
 from kvplan.plans.fleet.workload import presentation, workload, workload_spec
 from kvplan.outputs import OutputSet
@@ -36,8 +36,8 @@ def workload_command(
     turns: TurnsOpt = 1,
     think_time: ThinkTimeOpt = "0s",
     shared_prefix: SharedPrefixOpt = "0",
-    sample: Annotated[int, typer.Option("--sample", help="Requests sampled from a flag workload.")] = 100_000,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed for sampling.")] = 0,
+    sample: SampleOpt = 100_000,
+    seed: SeedOpt = 0,
     fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
@@ -57,8 +57,7 @@ def workload_command(
                           skip_bad_rows=skip_bad_rows, cache_tokens=sizes, bucket_s=bucket_s)
     elif rate is not None and isl is not None and osl is not None:
         spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-                                   think_time_s=parse_seconds(think_time),
-                                   shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+                                   think_time=think_time, shared_prefix=shared_prefix)
         result = workload_spec(spec, cache_tokens=sizes, sample_requests=sample, seed=seed, bucket_s=bucket_s)
     else:
         raise InputError("no workload: give a TRACE file, or --rate, --isl and --osl",

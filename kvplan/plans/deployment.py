@@ -29,18 +29,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvplan.calc.kv import KVLayout, kv_layout
-from kvplan.calc.roofline import Machine, ModelCost, compute_dtype_for, model_cost
-from kvplan.calc.steptime import PERF_MODELS, StepTimes
 from kvplan.cards.loader import load_hardware_and_system, load_model, load_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
 from kvplan.errors import InputError
+from kvplan.plans.links import node_hardware
 from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
-from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
-from kvplan.plans.sizing.perfmodel import step_times
+from kvplan.plans.sizing.efficiency import Efficiencies
 from kvplan.units import format_bytes
+
+if TYPE_CHECKING:  # the roofline loads on first use of a deployment's cost or machine (kvplan size never needs it)
+    from kvplan.calc.roofline import Machine, ModelCost
+    from kvplan.calc.steptime import StepTimes
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,8 @@ class Deployment:
 
     @property
     def compute_dtype(self) -> str:
+        from kvplan.calc.roofline import compute_dtype_for
+
         return compute_dtype_for(self.cost.weights_dtype, self.model.dtype)
 
     @cached_property
@@ -204,11 +209,15 @@ class Deployment:
 
     @cached_property
     def cost(self) -> ModelCost:
+        from kvplan.calc.roofline import model_cost
+
         s = self.engine
         return model_cost(self.model, self.profile, s.weights_dtype, s.kv_dtype, tps=self.cost_tps or (self.tp,))
 
     @cached_property
     def _machine(self) -> tuple[Machine, tuple[str, ...]]:
+        from kvplan.plans.sizing.latency import resolve_machine
+
         cost = self.cost
         machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
                                          self.engine.efficiencies, self.tp * self.parallel.dp)
@@ -232,6 +241,8 @@ class Deployment:
         with ``perf_model="roofline"``; over ``node_hardware`` (the system's links), at ``tp``
         GPUs per attention rank and ``dp`` ranks.
         """
+        from kvplan.plans.sizing.perfmodel import step_times
+
         par = self.parallel
         return step_times(self.model, self.node_hardware, self.cost, self.machine, self.engine.engine,
                           self.engine.efficiencies, self.engine.perf_model, self.tp, par.dp, par.expert_parallel,
@@ -243,14 +254,17 @@ class Deployment:
         return tuple(dict.fromkeys([*self.machine_notes, *self.steps.notes]))
 
 
-def node_hardware(hw: HardwareCard, system: SystemCard | None) -> HardwareCard:
-    """``hw`` with the system's scale-up, NIC and host links (and scale-up domain) where the system has them."""
-    if system is None:
-        return hw
-    update = {k: getattr(system, k) for k in ("scale_up", "nic", "host_link") if getattr(system, k)}
-    if system.scale_up is not None:
-        update["scale_up_domain"] = system.scale_up_domain
-    return hw.model_copy(update=update)
+@dataclass(frozen=True)
+class ModelLayout:
+    """The part of a deployment that needs no hardware: a model's KV layout under one engine, KV dtype, TP × PP.
+
+    What ``kvplan size`` takes; a :class:`Deployment` has the same ``model``, ``profile`` and
+    ``layout`` and serves wherever a ``ModelLayout`` does.
+    """
+
+    model: ModelCard
+    profile: EngineProfile
+    layout: KVLayout
 
 
 def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard | None,
@@ -307,6 +321,8 @@ def _check_settings(s: EngineSettings) -> None:
         raise InputError(f"--max-num-seqs must be >= 1 (got {s.max_num_seqs})", "vLLM's default is 256")
     if not isinstance(s.chunk_tokens, int) or s.chunk_tokens < 1:
         raise InputError(f"--chunk-size must be >= 1 token (got {s.chunk_tokens})", "vLLM's default is 8192")
+    from kvplan.calc.steptime import PERF_MODELS
+
     if s.perf_model not in PERF_MODELS:
         raise InputError(f"--perf-model must be operators or roofline (got {ascii(s.perf_model)})",
                          "operators: per-operator efficiencies (default); roofline: one η pair for every operator")
@@ -323,6 +339,8 @@ def _ep_weights(card: ModelCard, profile: EngineProfile, s: EngineSettings, par:
         return None
     from kvplan.calc.memory import weight_bytes
     from kvplan.engines import serving_dtype
+
+    from kvplan.calc.roofline import model_cost
 
     cost = model_cost(card, profile, s.weights_dtype, s.kv_dtype, tps=(par.tp,))
     experts = cost.moe_layers * cost.num_experts * cost.expert_weight_bytes

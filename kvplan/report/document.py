@@ -230,7 +230,7 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
 
     if importlib.util.find_spec("kvplan.plans.sizing.latency") is None:
         return None
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     card, e, plan = context.model_card, context.plan.engine, context.plan
     if plan.workload is not None and plan.workload.has_lengths:
@@ -240,9 +240,9 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
     top = max(2, min(e.max_num_seqs, 1024))
     batches = sorted({int(b) for b in np.rint(np.geomspace(1, top, 24))})
     try:
-        result = latency(card, context.hardware_card, isl=[isl], osl=[osl], batch=batches,
-                         tp=[e.tensor_parallel_size], kv_dtype=e.kv_cache_dtype, weights_dtype=e.weights_dtype,
-                         engine=e.name, allow_long_context=True)
+        result = latency_from_names(card, context.hardware_card, isl=[isl], osl=[osl], batch=batches,
+                                    tp=[e.tensor_parallel_size], kv_dtype=e.kv_cache_dtype,
+                                    weights_dtype=e.weights_dtype, engine=e.name, allow_long_context=True)
     except KvplanError as exc:
         doc.assumptions.append(f"latency vs batch not drawn: {exc.message}")
         return None

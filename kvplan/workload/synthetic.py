@@ -259,10 +259,18 @@ class Workload(_Frozen):
 
 
 def workload_from_flags(*, rate_per_s: float, isl: str, osl: str, arrival_cv: float = 1.0, turns: int = 1,
-                        think_time_s: float = 0.0, shared_prefix_tokens: int = 0) -> Workload:
-    """Build a ``Workload`` from command-line values (lengths as in ``parse_length``); errors name the flag."""
+                        think_time: str | float = "0s", shared_prefix: str | int = "0") -> Workload:
+    """The one builder of a flag workload: a ``Workload`` from the command line's raw values; errors name the flag.
+
+    Every command with workload flags (workload, plan, tier, route) passes them here as written:
+    lengths in :func:`parse_length`'s grammar (``2k``, ``1k:8k``, ``mean=…,p99=…``), ``think_time``
+    a duration (``30s``; a number is seconds), ``shared_prefix`` a token count (``2k``).
+    """
     from pydantic import ValidationError
 
+    from kvplan.units import parse_seconds, parse_tokens
+
+    think_time_s, shared_prefix_tokens = parse_seconds(think_time), parse_tokens(shared_prefix, allow_zero=True)
     flags = {"rate_per_s": "--rate", "arrival_cv": "--arrival-cv", "turns": "--turns",
              "think_time_s": "--think-time", "shared_prefix_tokens": "--shared-prefix"}
     try:

@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kvplan.plans.sizing.fit import fit
+
+from kvplan.plans.build import fit_from_names
 
 from ..conftest import ROOT, json_rows
 
@@ -194,8 +195,8 @@ def test_report_for_llama70b_on_h100(run, tmp_path):
     at_max = {r["kv_dtype"]: int(r["kv_bytes_per_sequence_per_gpu"]) for r in rows if r["context_tokens"] == "131072"}
     assert at_max["bf16"] == 2 * at_max["fp8"] == 2 * 2_684_354_560
     memory = {r["part"]: float(r["size_bytes"]) for r in csv.DictReader((out / "memory.csv").open())}
-    assert memory["KV cache"] == fit("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[8],
-                                     gpu_memory_utilization=0.9).rows[0]["kv_cache_memory_bytes"]
+    assert memory["KV cache"] == fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[8],
+                                                gpu_memory_utilization=0.9).rows[0]["kv_cache_memory_bytes"]
     assert sum(memory.values()) == pytest.approx(85520809984)
     assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging directory left behind
 
@@ -342,8 +343,9 @@ def test_fit_from_vllm_equals_the_flags(run):
     res = run("fit", "--from-vllm", SERVE, "h100-sxm", "--format", "json")
     assert res.exit_code == 0, res.stderr
     row = json.loads(res.stdout)[0]
-    lib = fit("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[4], gpu_memory_utilization=0.9,
-              block_size=16, max_num_seqs=128, max_num_batched_tokens=8192).rows[0]
+    lib = fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[4],
+                         gpu_memory_utilization=0.9,
+                         block_size=16, max_num_seqs=128, max_num_batched_tokens=8192).rows[0]
     assert row == json.loads(json.dumps(lib))
     # max_num_seqs 128: sampler 10.5 × 128 × 128,256 × 4 = 689,504,256 B (above the forward's 682,832,691 B);
     # 0.9 × 85,520,809,984 − 35,276,853,248 − 689,504,256 − 3.58 GiB = 37,158,375,751.7 B → 56,699 blocks of 655,360 B
@@ -354,7 +356,7 @@ def test_fit_from_vllm_equals_the_flags(run):
 def test_fit_from_vllm_short_forms_quantization_and_overrides(run):
     line = "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 2 -q fp8 --max-model-len 32K"
     row = json_rows(run("fit", "--hardware", "h100-sxm", "--from-vllm", line, "--format", "json"))[0]
-    lib = fit("llama-3.1-70b", "h100-sxm", seq=[32768], tp=[2], weights_dtype="fp8").rows[0]
+    lib = fit_from_names("llama-3.1-70b", "h100-sxm", seq=[32768], tp=[2], weights_dtype="fp8").rows[0]
     assert row["weights_bytes_per_gpu"] == lib["weights_bytes_per_gpu"] == 70553706496 * 0 + lib["weights_bytes_per_gpu"]
     assert (row["tp"], row["seq_len"], row["num_blocks"]) == (2, 32768, lib["num_blocks"])
     res = run("fit", "--from-vllm", line, "h100-sxm", "--max-model-len", "8k", "--format", "json")

@@ -176,3 +176,65 @@ def test_tier_places_plans_fleet_on_whole_nodes():
     point = fleet.setup["model"].evaluate(summary["instances"])
     assert summary["decode_batch_per_instance"] == point.batch_mean
     assert summary["tpot_s"] == point.tpot["mean"]
+
+
+WORKLOAD_FLAGS = ["--isl", "1k:8k", "--osl", "256:1k", "--arrival-cv", "2", "--turns", "3", "--think-time", "30s",
+                  "--shared-prefix", "2k", "--sample", "1000", "--seed", "0"]
+FLAG_READERS = {
+    "workload": ["workload", "--rate", "3"],
+    "plan": ["plan", "llama-3.1-8b", "h100-sxm", "--qps", "3", "--tp", "1"],
+    "tier": ["tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--qps", "3", "--no-pd"],
+    "route": ["route", "--rate", "3", "--instances", "2", "--cache-tokens", "1M", "--service-time", "1s"],
+}
+
+
+def _record_workloads(monkeypatch) -> list:
+    """Every Workload the one builder makes during a command (wherever a module holds the builder)."""
+    import sys
+
+    import kvplan.cli.workload  # noqa: F401  (the modules that hold the builder, loaded before patching)
+    import kvplan.plans.fleet.plan  # noqa: F401
+    import kvplan.plans.route.request  # noqa: F401
+    import kvplan.plans.tiers.reuse  # noqa: F401
+    import kvplan.workload.synthetic as synthetic
+
+    original, built = synthetic.workload_from_flags, []
+
+    def recording(**kwargs):
+        built.append(original(**kwargs))
+        return built[-1]
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "workload_from_flags", None) is original:
+            monkeypatch.setattr(module, "workload_from_flags", recording)
+    return built
+
+
+@pytest.mark.parametrize("command", list(FLAG_READERS))
+def test_every_command_reads_the_workload_flags_through_the_one_builder(invoke, monkeypatch, command):
+    """workload, plan, tier and route pass the flags as written; the builder reads them the same for all."""
+    from kvplan.workload.synthetic import LogNormal, workload_from_flags
+
+    built = _record_workloads(monkeypatch)
+    result = invoke(*FLAG_READERS[command], *WORKLOAD_FLAGS, "--format", "json")
+    assert result.exit_code in (0, 1), result.stderr
+    (spec,) = built
+    assert spec == workload_from_flags(rate_per_s=3.0, isl="1k:8k", osl="256:1k", arrival_cv=2.0, turns=3,
+                                       think_time="30s", shared_prefix="2k")
+    assert (spec.rate_per_s, spec.arrival_cv, spec.turns, spec.think_time_s, spec.shared_prefix_tokens) == \
+        (3.0, 2.0, 3, 30.0, 2048)
+    assert isinstance(spec.isl, LogNormal) and spec.isl.mean == pytest.approx(1024, rel=1e-12)
+    assert spec.osl.quantile(0.99) == pytest.approx(1024, rel=1e-9)
+
+
+def test_pd_reads_rate_lengths_and_burstiness_as_the_builder_does():
+    """pd takes no session flags; its --qps, --isl, --osl and --arrival-cv read as the one builder reads them."""
+    from kvplan.plans.pd.model import as_length, workload_from_inputs
+    from kvplan.workload.synthetic import workload_from_flags
+
+    spec = workload_from_flags(rate_per_s=3.0, isl="1k:8k", osl="256:1k", arrival_cv=2.0)
+    pd = workload_from_inputs(3.0, "1k:8k", "256:1k", 2.0, None)
+    assert as_length("1k:8k") == spec.isl and as_length("256:1k") == spec.osl
+    assert (pd.rate_per_s, pd.arrival_scv) == (spec.rate_per_s, spec.arrival_cv**2) == (3.0, 4.0)
+    assert pd.osl_mean == pytest.approx(spec.osl.mean, rel=1e-12)
+    assert pd.osl_p99 == round(spec.osl.quantile(0.99)) == 1024

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from kvplan.cards.loader import load_hardware
-from kvplan.plans.sizing.calibrate import calibrate
-from kvplan.plans.sizing.latency import Efficiencies, Speculation, latency
+from kvplan.plans.build import calibrate_from_names, latency_from_names
+from kvplan.plans.sizing.latency import Efficiencies, Speculation
 
 from ..conftest import DATA, json_rows
 
@@ -23,7 +23,7 @@ def test_latency_json_equals_library(invoke):
     result = invoke("latency", "llama-3.1-70b", "h200", "--isl", "2k", "--osl", "256", "--batch", "1,8,64",
                     "--tp", "1,8", "--format", "json")
     assert result.exit_code == 0, result.stderr
-    lib = latency("llama-3.1-70b", "h200", isl=[2048], osl=[256], batch=[1, 8, 64], tp=[1, 8]).rows
+    lib = latency_from_names("llama-3.1-70b", "h200", isl=[2048], osl=[256], batch=[1, 8, 64], tp=[1, 8]).rows
     assert json.loads(result.stdout) == json.loads(json.dumps(lib))
     assert "Note:" not in result.stdout and "Note: η_flops = 0.75" in result.stderr
 
@@ -45,9 +45,10 @@ def test_latency_options_reach_the_library(invoke):
             "1k", "--spec-k", "3", "--spec-alpha", "0.7", "--eta-mem", "0.7", "--eta-flops", "0.6",
             "--step-overhead", "250us", "--context", "8k", "--kv-dtype", "fp8", "--format", "json"]
     rows = json_rows(invoke(*args))
-    lib = latency("llama-3.1-8b", "h100-sxm", isl=[4096], osl=[128], batch=[16], context=[8192], kv_dtype="fp8",
-                  chunk_size=1024, speculation=Speculation(3, 0.7),
-                  efficiencies=Efficiencies(0.7, 0.6, 250e-6)).rows
+    lib = latency_from_names("llama-3.1-8b", "h100-sxm", isl=[4096], osl=[128], batch=[16], context=[8192],
+                             kv_dtype="fp8",
+                             chunk_size=1024, speculation=Speculation(3, 0.7),
+                             efficiencies=Efficiencies(0.7, 0.6, 250e-6)).rows
     assert rows == json.loads(json.dumps(lib))
     assert rows[0]["prefill_passes"] == 64 and rows[0]["context"] == 8192 and rows[0]["kv_dtype"] == "fp8"
     assert "decode_step_with_chunk_s" in rows[0] and "spec_speedup" in rows[0]
@@ -113,7 +114,7 @@ def test_calibrate_cli_writes_card_and_equals_library(invoke, tmp_path):
     result = invoke("calibrate", "llama-3.1-8b", "h100-sxm", CAL / "llama-3.1-8b-h100-sxm-synthetic.csv",
                     "--card-out", card_path, "--name", "h100-lab", "--format", "json")
     assert result.exit_code == 0, result.stderr
-    lib = calibrate("llama-3.1-8b", "h100-sxm", CAL / "llama-3.1-8b-h100-sxm-synthetic.csv", name="h100-lab")
+    lib = calibrate_from_names("llama-3.1-8b", "h100-sxm", CAL / "llama-3.1-8b-h100-sxm-synthetic.csv", name="h100-lab")
     assert json.loads(result.stdout) == json.loads(json.dumps(lib.result.rows))
     assert f"Wrote {card_path}" in result.stderr and "Verdict: fitted η_mem = 0.7000" in result.stderr
     hw = load_hardware(str(card_path))

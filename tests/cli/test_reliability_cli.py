@@ -80,7 +80,7 @@ def test_an_unexpected_exception_is_an_internal_error_exit_2(monkeypatch):
     def boom(*args, **kwargs):
         raise ValueError("something the code did not expect")
 
-    monkeypatch.setattr(size_cli, "size", boom)
+    monkeypatch.setattr(size_cli, "size_from_names", boom)
     res = kvplan("size", "llama-3.1-8b")
     assert_refused(res)
     assert res.stderr.splitlines()[0] == "Error: internal error: ValueError: something the code did not expect"
@@ -93,7 +93,7 @@ def test_kvplan_debug_lets_the_traceback_through(monkeypatch):
     def boom(*args, **kwargs):
         raise ValueError("unexpected")
 
-    monkeypatch.setattr(size_cli, "size", boom)
+    monkeypatch.setattr(size_cli, "size_from_names", boom)
     with pytest.raises(ValueError, match="unexpected"):
         kvplan("size", "llama-3.1-8b", env={"KVPLAN_DEBUG": "1"})
 
@@ -105,7 +105,7 @@ def test_interpreter_limits_exit_2_not_1(monkeypatch, error):
     def boom(*args, **kwargs):
         raise error("limit")
 
-    monkeypatch.setattr(size_cli, "size", boom)
+    monkeypatch.setattr(size_cli, "size_from_names", boom)
     res = kvplan("size", "llama-3.1-8b")
     assert_refused(res)
     assert error.__name__ in res.stderr

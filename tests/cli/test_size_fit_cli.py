@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from kvplan.plans.sizing.fit import fit
-from kvplan.plans.sizing.size import size
+
+from kvplan.plans.build import fit_from_names, size_from_names
 
 from ..conftest import DATA, ROOT, json_rows
 
@@ -39,10 +39,10 @@ def test_size_lists_give_one_row_per_point(invoke):
 def test_cli_json_equals_library(invoke):
     cli = json_rows(invoke("size", "qwen3-32b", "--seq", "8k,32k", "--batch", "4", "--tp", "2",
                            "--format", "json"))
-    lib = size("qwen3-32b", seq=[8192, 32768], batch=[4], tp=[2]).rows
+    lib = size_from_names("qwen3-32b", seq=[8192, 32768], batch=[4], tp=[2]).rows
     assert cli == json.loads(json.dumps(lib))
     cli = json_rows(invoke("fit", "llama-3.1-8b", "h100-sxm", "--max-model-len", "32k", "--format", "json"))
-    lib = fit("llama-3.1-8b", "h100-sxm", seq=[32768]).rows
+    lib = fit_from_names("llama-3.1-8b", "h100-sxm", seq=[32768]).rows
     assert cli == json.loads(json.dumps(lib))
 
 

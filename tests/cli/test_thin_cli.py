@@ -112,6 +112,68 @@ def test_options_used_by_two_commands_are_defined_once_in_options_py():
     assert twice == {}
 
 
+def _option_flags(annotation: ast.AST | None, param: str) -> tuple[str, frozenset[str]] | None:
+    """(type, flags) of ``Annotated[T, typer.Option("--a", "-b", …)]``; None for anything else."""
+    if not (isinstance(annotation, ast.Subscript) and getattr(annotation.value, "id", "") == "Annotated"):
+        return None
+    kind, *extras = annotation.slice.elts
+    for extra in extras:
+        if isinstance(extra, ast.Call) and ast.unparse(extra.func) in ("typer.Option", "Option"):
+            flags = {a.value for a in extra.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+            return ast.unparse(kind), frozenset(flags or {"--" + param.replace("_", "-")})
+    return None
+
+
+def option_places(sources: dict[str, str]) -> dict[tuple[str, str], list[str]]:
+    """Where each option is written, by (type, flag): ``options.py:Alias`` or ``plan.py:plan_command(qps)``.
+
+    Module-level ``Annotated`` aliases and the options written inline in a function's parameters
+    both count; an option is the same one when it has the same type and shares a flag.
+    """
+    places: dict[tuple[str, str], list[str]] = {}
+
+    def add(key, where):
+        if key is not None:
+            for flag in key[1]:
+                places.setdefault((key[0], flag), []).append(where)
+
+    for module, text in sources.items():
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                add(_option_flags(node.value, node.targets[0].id), f"{module}:{node.targets[0].id}")
+            elif isinstance(node, ast.FunctionDef):
+                for arg in node.args.args + node.args.kwonlyargs:
+                    add(_option_flags(arg.annotation, arg.arg), f"{module}:{node.name}({arg.arg})")
+    return places
+
+
+def written_twice(places: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], list[str]]:
+    """Options written in two or more places, one of them outside options.py."""
+    return {key: where for key, where in places.items()
+            if len(where) >= 2 and not all(w.startswith("options.py:") for w in where)}
+
+
+def test_the_option_reader_finds_an_option_written_twice():
+    sources = {
+        "options.py": 'A = Annotated[int, typer.Option("--a", "-a")]\nB = Annotated[str, typer.Option("--a")]\n',
+        "one.py": 'def f(x: Annotated[int, typer.Option("-a", help="other words")] = 1,\n'
+                  '      y: Annotated[str, typer.Option("--y")] = "", z: A = 1): pass\n',
+        "two.py": 'def g(y: Annotated[str, typer.Option("--y", "--why")] = "",\n'
+                  '      w: Annotated[float, typer.Option("--y")] = 0.0, v: Annotated[bool, typer.Option()] = 0): pass\n',
+    }
+    twice = written_twice(option_places(sources))
+    assert twice == {("int", "-a"): ["options.py:A", "one.py:f(x)"], ("str", "--y"): ["one.py:f(y)", "two.py:g(y)"]}
+    assert option_places(sources)[("bool", "--v")] == ["two.py:g(v)"]
+
+
+def test_an_option_is_written_once_in_options_py():
+    """The same option (type and a flag) in two commands, or beside an options.py alias, is written twice."""
+    sources = {path.name: path.read_text(encoding="utf-8") for path in sorted(CLI.glob("*.py"))}
+    places = option_places(sources)
+    assert len(places) > 100  # the reader sees the real options
+    assert written_twice(places) == {}
+
+
 PLANS = ROOT / "examples" / "plans"
 HEAD200 = DATA / "traces" / "mooncake_conversation_head200.jsonl"
 NO_CASES = {
@@ -147,7 +209,7 @@ def test_an_unexpected_exception_is_an_internal_error_exit_2(invoke, monkeypatch
     def broken(*args, **kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(size_module, "size", broken, raising=True)
+    monkeypatch.setattr(size_module, "size_from_names", broken, raising=True)
     result = invoke("size", "llama-3.1-8b")
     assert result.exit_code == 2
     assert result.stderr.splitlines()[-2:] == [

@@ -48,7 +48,7 @@ def test_cli_json_equals_library(invoke):
 def test_flags_json_equals_library(invoke):
     cli = json_rows(invoke("workload", "--rate", "2", "--isl", "mean=2k,p99=16k", "--osl", "256", "--turns", "3",
                            "--think-time", "20s", "--sample", "2000", "--cache-tokens", "64k", "--format", "json"))
-    spec = workload_from_flags(rate_per_s=2, isl="mean=2k,p99=16k", osl="256", turns=3, think_time_s=20)
+    spec = workload_from_flags(rate_per_s=2, isl="mean=2k,p99=16k", osl="256", turns=3, think_time="20s")
     library = workload_spec(spec, cache_tokens=[65536], sample_requests=2000)
     assert cli == json.loads(json.dumps(library.rows))
     assert cli[0]["rate_per_s"] == 2 and cli[0]["idle_sessions_mean"] == pytest.approx(2 / 3 * 2 * 20)

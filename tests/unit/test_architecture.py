@@ -126,3 +126,29 @@ def test_planners_read_the_typed_pool_not_each_others_rows():
                  if 'row["num_blocks"] * row["block_bytes_per_gpu"]' in path.read_text()
                  or "fit_row[\"num_blocks\"]" in path.read_text()]
     assert offenders == []
+
+
+CAPABILITIES = ("sizing", "fleet", "pd", "tiers", "route", "check")
+
+
+def sideways_from_sizing(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports from ``plans/sizing`` into another capability subpackage (sizing is the lowest planner)."""
+    others = tuple(f"kvplan.plans.{c}" for c in CAPABILITIES if c != "sizing")
+    return sorted((m, d) for m, deps in graph.items() if m.startswith("kvplan.plans.sizing")
+                  for d in deps if d.startswith(others))
+
+
+def test_sizing_imports_no_other_planner():
+    """size, fit, latency and calibrate sit below fleet, pd, tiers, route and check; links live in plans/links.py."""
+    assert sideways_from_sizing({"kvplan.plans.sizing.latency_ops": {"kvplan.plans.pd.link", "kvplan.plans.links"}}) \
+        == [("kvplan.plans.sizing.latency_ops", "kvplan.plans.pd.link")]
+    assert sideways_from_sizing(import_graph()) == []
+
+
+def test_sizing_planners_load_no_card():
+    """size, fit, latency and calibrate take deployments (plans/build.py builds them); no sizing module loads a card."""
+    graph = import_graph()
+    loaders = sorted((m, d) for m, deps in graph.items() if m.startswith("kvplan.plans.sizing")
+                     for d in deps if d == "kvplan.cards.loader")
+    assert loaders == []
+    assert "kvplan.cards.loader" in graph["kvplan.plans.build"]  # the builder is where the cards are read

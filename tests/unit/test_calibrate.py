@@ -17,8 +17,9 @@ from numpy.testing import assert_allclose
 
 from kvplan.cards.loader import load_hardware
 from kvplan.errors import InputError
-from kvplan.plans.sizing.calibrate import calibrate, read_measurements
-from kvplan.plans.sizing.latency import Efficiencies, latency
+from kvplan.plans.sizing.calibrate import read_measurements
+from kvplan.plans.build import calibrate_from_names, latency_from_names
+from kvplan.plans.sizing.latency import Efficiencies
 
 from ..conftest import DATA
 
@@ -61,7 +62,7 @@ def write_measurements(path, eta_mem, eta_flops, overhead):
 
 def test_fit_recovers_known_efficiencies(tmp_path):
     csv_path = write_measurements(tmp_path / "m.csv", 0.72, 0.58, 150e-6)
-    cal = calibrate("llama-3.1-8b", "h100-sxm", csv_path)
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", csv_path)
     assert_allclose([cal.fit.eta_mem, cal.fit.eta_flops, cal.fit.step_overhead_s], [0.72, 0.58, 150e-6], rtol=1e-9)
     assert set(cal.fit.fitted) == {"eta_mem", "eta_flops", "step_overhead_s"}
     assert max(abs(r["relative_error"]) for r in cal.result.rows) < 1e-9
@@ -69,7 +70,7 @@ def test_fit_recovers_known_efficiencies(tmp_path):
 
 
 def test_shipped_synthetic_csv_gives_its_generating_values_back():
-    cal = calibrate("llama-3.1-8b", "h100-sxm", CAL / "llama-3.1-8b-h100-sxm-synthetic.csv")
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", CAL / "llama-3.1-8b-h100-sxm-synthetic.csv")
     assert_allclose([cal.fit.eta_mem, cal.fit.eta_flops, cal.fit.step_overhead_s], [0.7, 0.6, 200e-6], rtol=1e-6)
     assert "RMS relative error 0.00%" in cal.result.verdict
 
@@ -85,7 +86,7 @@ def test_noisy_measurements_fit_with_residuals(tmp_path):
         cells[k] = repr(float(cells[k]) * (1 + rng.normal(0, 0.02)))
         noisy.append(",".join(cells))
     path.write_text("\n".join(noisy) + "\n")
-    cal = calibrate("llama-3.1-8b", "h100-sxm", path)
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", path)
     assert abs(cal.fit.eta_mem - 0.8) < 0.05 and abs(cal.fit.eta_flops - 0.7) < 0.05
     rel = np.array([r["relative_error"] for r in cal.result.rows])
     assert 0 < np.sqrt(np.mean(rel ** 2)) < 0.05
@@ -99,7 +100,7 @@ def test_efficiency_without_binding_rows_is_kept_and_said(tmp_path):
     for batch in (1, 2, 8):
         rows.append(f"{batch},2000,{roofline(decode_terms(batch, 2000), 0.75, 1.0, 80e-6)!r}")
     path.write_text("\n".join(rows) + "\n")
-    cal = calibrate("llama-3.1-8b", "h100-sxm", path)
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", path)
     assert cal.fit.eta_mem == pytest.approx(0.75, rel=1e-9)
     assert "eta_flops" not in cal.fit.fitted and cal.fit.eta_flops == pytest.approx(0.75)   # kvplan default kept
     assert any("eta_flops not determined" in note for note in cal.result.assumptions)
@@ -114,22 +115,22 @@ def test_efficiencies_stay_physical(tmp_path):
         (m_dense, _), (m_attention, _) = decode_terms(batch, 2000)
         rows.append(f"{batch},2000,{(m_dense + m_attention) * 0.9!r}")
     path.write_text("\n".join(rows) + "\n")
-    cal = calibrate("llama-3.1-8b", "h100-sxm", path)
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", path)
     assert cal.fit.eta_mem == 1.0 and cal.fit.step_overhead_s >= 0
 
 
 def test_overlay_card_is_a_valid_hardware_card_latency_accepts(tmp_path):
     csv_path = write_measurements(tmp_path / "m.csv", 0.72, 0.58, 150e-6)
-    cal = calibrate("llama-3.1-8b", "h100-sxm", csv_path, name="h100-sxm-lab")
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", csv_path, name="h100-sxm-lab")
     card_path = tmp_path / "h100-sxm-lab.yaml"
     card_path.write_text(cal.card_yaml())
     hw = load_hardware(str(card_path))
     assert hw.name == "h100-sxm-lab" and hw.efficiency.memory_bandwidth == pytest.approx(0.72)
     assert hw.hbm_bandwidth_bytes_per_s == BW and hw.aliases == []
     assert any("kvplan calibrate" in s for s in hw.source)
-    via_card = latency("llama-3.1-8b", str(card_path), isl=1000, osl=64, batch=4).rows[0]
-    via_flags = latency("llama-3.1-8b", "h100-sxm", isl=1000, osl=64, batch=4,
-                        efficiencies=Efficiencies(0.72, 0.58, 150e-6)).rows[0]
+    via_card = latency_from_names("llama-3.1-8b", str(card_path), isl=1000, osl=64, batch=4).rows[0]
+    via_flags = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1000, osl=64, batch=4,
+                                   efficiencies=Efficiencies(0.72, 0.58, 150e-6)).rows[0]
     assert via_card["decode_step_s"] == pytest.approx(via_flags["decode_step_s"], rel=1e-6)
     assert via_card["decode_step_s"] == pytest.approx(roofline(decode_terms(4, 1000), 0.72, 0.58, 150e-6), rel=1e-6)
 
@@ -171,7 +172,7 @@ def test_an_efficiency_at_its_bound_is_warned(tmp_path):
     faster than physics allows, so η_mem lands on its bound of 1 and the command says so."""
     path = tmp_path / "too-fast.csv"
     path.write_text("batch,context,step_time_s\n1,1000,0.002\n2,1000,0.00201\n4,2000,0.00203\n")
-    cal = calibrate("llama-3.1-8b", "h100-sxm", path)
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", path)
     assert cal.fit.eta_mem == pytest.approx(1.0)
     assert any("η_mem = 1.0000 sits at its bound" in n for n in cal.result.assumptions)
 
@@ -180,15 +181,15 @@ def test_holdout_scores_rows_it_did_not_fit(tmp_path):
     src = CAL / "llama-3.1-8b-h100-sxm-synthetic.csv"
     lines = src.read_text().splitlines()
     header, body = lines[0], lines[1:]
-    cal = calibrate("llama-3.1-8b", "h100-sxm", src, holdout=0.3)      # every 4th row held out
+    cal = calibrate_from_names("llama-3.1-8b", "h100-sxm", src, holdout=0.3)      # every 4th row held out
     sets = [r["set"] for r in cal.result.rows]
     assert sets == ["held out" if (i + 1) % 4 == 0 else "fit" for i in range(len(body))]
     train_only = tmp_path / "train.csv"
     train_only.write_text("\n".join([header] + [row for i, row in enumerate(body) if (i + 1) % 4 != 0]) + "\n")
-    alone = calibrate("llama-3.1-8b", "h100-sxm", train_only)
+    alone = calibrate_from_names("llama-3.1-8b", "h100-sxm", train_only)
     assert (cal.fit.eta_mem, cal.fit.eta_flops, cal.fit.step_overhead_s) == pytest.approx(
         (alone.fit.eta_mem, alone.fit.eta_flops, alone.fit.step_overhead_s), rel=1e-9)
     assert "held out (3 rows, not fitted): median |error|" in cal.result.verdict
     assert all(r["error_pct"] == pytest.approx(r["relative_error"] * 100) for r in cal.result.rows)
     with pytest.raises(InputError, match="--holdout"):
-        calibrate("llama-3.1-8b", "h100-sxm", src, holdout=0.9)
+        calibrate_from_names("llama-3.1-8b", "h100-sxm", src, holdout=0.9)

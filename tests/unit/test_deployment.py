@@ -6,7 +6,9 @@ import pytest
 
 from kvplan.errors import InputError
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides
+from kvplan.plans.build import fit_from_names
+
 
 GiB = 2**30
 
@@ -33,7 +35,7 @@ def test_pool_is_the_engine_start_up_arithmetic_of_fit():
     for model, hw, tp, engine in (("llama-3.1-8b", "h100-sxm", 1, "vllm"), ("qwen3-32b", "a100-80gb", 2, "sglang"),
                                   ("deepseek-v3", "h200", 8, "trtllm")):
         dep = resolve(model, hw, engine=EngineSettings(engine=engine), parallel=Parallelism(tp=tp))
-        row = fit(model, hw, seq=4096, tp=tp, engine=engine).rows[0]
+        row = fit_from_names(model, hw, seq=4096, tp=tp, engine=engine).rows[0]
         assert dep.pool.blocks_per_gpu == row["num_blocks"]
         assert dep.pool.block_bytes_per_gpu == row["block_bytes_per_gpu"]
         assert dep.pool.tokens_per_gpu == row["kv_cache_tokens"]

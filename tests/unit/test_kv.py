@@ -10,7 +10,8 @@ from kvplan.calc.kv import kv_layout
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
 from kvplan.errors import InputError
-from kvplan.plans.sizing.size import size
+from kvplan.plans.build import size_from_names
+
 
 GiB = 2**30
 
@@ -175,7 +176,7 @@ def test_invalid_tp_is_rejected(model, tp):
 
 
 def test_size_total_is_per_sequence_times_batch():
-    rows = size("llama-3.1-70b", seq=[4096, 131072], batch=[1, 8]).rows
+    rows = size_from_names("llama-3.1-70b", seq=[4096, 131072], batch=[1, 8]).rows
     assert len(rows) == 4
     for row in rows:
         assert row["kv_bytes_total"] == row["kv_bytes_per_sequence"] * row["batch"]

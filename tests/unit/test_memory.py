@@ -8,7 +8,9 @@ from numpy.testing import assert_allclose
 from kvplan.calc.memory import kv_budget, weight_bytes
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile, sglang_mem_fraction_static
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides
+from kvplan.plans.build import fit_from_names
+
 
 GiB = 2**30
 MiB = 2**20
@@ -18,7 +20,7 @@ def test_vllm_issue_12330_a100_40gb_llama3_8b():
     """vLLM #12330: 39.50 GiB × 0.90 − 14.96 − 0.10 − 9.37 = 11.12 GiB → 5691 blocks → 11.12x at 8192."""
     ov = Overrides(gpu_memory_bytes=39.50 * GiB, weights_bytes=14.96 * GiB, non_torch_bytes=0.10 * GiB,
                    activation_bytes=9.37 * GiB)
-    row = fit("llama-3.1-8b", "a100-40gb", seq=8192, gpu_memory_utilization=0.90, overrides=ov).rows[0]
+    row = fit_from_names("llama-3.1-8b", "a100-40gb", seq=8192, gpu_memory_utilization=0.90, overrides=ov).rows[0]
     assert_allclose(row["kv_cache_memory_bytes"] / GiB, 11.12, atol=0.005)
     # a block is 16 tokens × 32 layers × 2 × 8 heads × 128 × 2 B = 2 MiB
     assert row["block_bytes_per_gpu"] == 16 * 32 * 2 * 8 * 128 * 2 == 2 * MiB
@@ -29,12 +31,12 @@ def test_vllm_issue_12330_a100_40gb_llama3_8b():
 
 def test_vllm_issue_10517_rtx3090_concurrency_and_refusal():
     """vLLM #10517 (V0, weights folded into the torch peak): 1952 blocks → 1.56x at 20000; at 29000 it refuses."""
-    ok = fit("llama-3.1-8b", "a100-40gb", seq=20000, gpu_memory_utilization=0.90, overrides=Overrides(
+    ok = fit_from_names("llama-3.1-8b", "a100-40gb", seq=20000, gpu_memory_utilization=0.90, overrides=Overrides(
         gpu_memory_bytes=23.58 * GiB, weights_bytes=0, activation_bytes=17.06 * GiB, non_torch_bytes=0.35 * GiB))
     row = ok.rows[0]
     assert abs(row["num_blocks"] - 1952) <= 5
     assert_allclose(row["max_concurrency"], 1952 * 16 / 20000, atol=0.01)
-    bad = fit("llama-3.1-8b", "a100-40gb", seq=29000, gpu_memory_utilization=0.90, overrides=Overrides(
+    bad = fit_from_names("llama-3.1-8b", "a100-40gb", seq=29000, gpu_memory_utilization=0.90, overrides=Overrides(
         gpu_memory_bytes=23.58 * GiB, weights_bytes=0, activation_bytes=17.98 * GiB, non_torch_bytes=0.35 * GiB))
     row = bad.rows[0]
     assert abs(row["num_blocks"] - 1478) <= 5
@@ -61,7 +63,7 @@ def test_budget_rules_differ_by_engine():
 
 
 def test_kv_cache_memory_override_ignores_utilization():
-    res = fit("llama-3.1-8b", "h100-sxm", seq=8192, overrides=Overrides(kv_cache_memory_bytes=10 * GiB))
+    res = fit_from_names("llama-3.1-8b", "h100-sxm", seq=8192, overrides=Overrides(kv_cache_memory_bytes=10 * GiB))
     assert res.rows[0]["num_blocks"] == 10 * GiB // (2 * MiB) == 5120
     assert res.rows[0]["kv_cache_tokens"] == 5120 * 16
 
@@ -76,6 +78,6 @@ def test_weight_bytes_by_dtype():
 
 
 def test_one_sequence_that_does_not_fit_gets_a_verdict():
-    res = fit("llama-3.1-405b", "h100-sxm", seq=8192, tp=1)
+    res = fit_from_names("llama-3.1-405b", "h100-sxm", seq=8192, tp=1)
     assert res.failed and not res.rows[0]["fits"]
     assert "no KV memory" in res.verdict

@@ -21,7 +21,8 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard
 from kvplan.engines import get_profile
 from kvplan.errors import InputError
-from kvplan.plans.sizing.latency import Efficiencies, latency
+from kvplan.plans.sizing.latency import Efficiencies
+from kvplan.plans.build import latency_from_names
 from kvplan.plans.sizing.perfmodel import ENGINE_PERF, flat_efficiencies, make_pass, weights_per_gpu
 
 VLLM = get_profile("vllm")
@@ -85,8 +86,8 @@ def test_batch_one_dense_decode_is_the_memory_roofline_exactly():
     (weights + KV) / (BW × 0.8) + overhead, as the roofline worked case (docs/validation.md)."""
     weights = (L70_PARAMS - L70_VH) * 2
     kv = 128 * 80 * 2 * 8 * 128 * 2
-    row = latency("llama-3.1-70b", "h200", isl=128, osl=2, batch=1,
-                  efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=250e-6)).rows[0]
+    row = latency_from_names("llama-3.1-70b", "h200", isl=128, osl=2, batch=1,
+                             efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=250e-6)).rows[0]
     assert row["perf_model"] == "operators"
     assert row["decode_weight_bytes_per_gpu"] == weights and row["decode_kv_bytes_per_gpu"] == kv
     assert_allclose(row["decode_step_s"], (weights + kv) / (H200_BW * 0.8) + 250e-6, rtol=1e-12)
@@ -122,7 +123,8 @@ def test_mla_kv_is_per_attention_dp_rank_not_replicated():
     """DeepSeek-V3, batch 64 at context 1000: dp 8 → 8 sequences per GPU × 1000 × 70,272 B;
     tp 2 × dp 4 → 16 per DP rank, the latent replicated on both TP ranks."""
     for tp, dp, per_gpu in ((1, 8, 8), (2, 4, 16)):
-        row = latency("deepseek-v3", "h200", isl=1000, osl=2, batch=64, tp=tp, dp=dp, expert_parallel=True).rows[0]
+        row = latency_from_names("deepseek-v3", "h200", isl=1000, osl=2, batch=64, tp=tp, dp=dp,
+                                 expert_parallel=True).rows[0]
         assert row["decode_kv_bytes_per_gpu"] == per_gpu * 1000 * DSV3_MLA_TOKEN
         assert row["ep"] == 8 and row["gpus"] == 8
 
@@ -134,10 +136,10 @@ def test_redundant_experts_make_ep72_work_and_count_their_memory():
     w = weights_per_gpu(card, cost, 1, 72, True, 32)
     assert_allclose(w - dense, 58 * (256 + 32) / 72 * DSV3_EXPERT, rtol=1e-12)   # 4 experts per GPU per layer
     with pytest.raises(InputError, match="does not divide") as err:
-        latency("deepseek-v3", "hgx-h200-8", isl=1000, osl=2, batch=72, dp=72, expert_parallel=True)
+        latency_from_names("deepseek-v3", "hgx-h200-8", isl=1000, osl=2, batch=72, dp=72, expert_parallel=True)
     assert "--ep-redundant-experts 32" in err.value.hint
-    row = latency("deepseek-v3", "hgx-h200-8", isl=1000, osl=2, batch=720, dp=72, expert_parallel=True,
-                  redundant_experts=32).rows[0]
+    row = latency_from_names("deepseek-v3", "hgx-h200-8", isl=1000, osl=2, batch=720, dp=72, expert_parallel=True,
+                             redundant_experts=32).rows[0]
     assert row["ep"] == 72 and row["gpus"] == 72
     # 4 local experts, each touched with probability 1 − (1 − 8/256)^720
     assert_allclose(row["experts_touched_per_layer"], 4 * (1 - (1 - 8 / 256) ** 720), rtol=1e-12)
@@ -192,8 +194,8 @@ def test_fp8_and_bf16_efficiencies_differ_by_dtype():
     data = hw.model_dump(mode="json", exclude_defaults=True)
     data["efficiency"] = {"memory_bandwidth": 0.8, "flops": 0.75, "flops_by_dtype": {"fp8": 0.5}}
     card = HardwareCard.model_validate(data)
-    fp8 = latency("llama-3.1-8b", card, isl=128, osl=2, weights_dtype="fp8").rows[0]
-    bf16 = latency("llama-3.1-8b", card, isl=128, osl=2).rows[0]
+    fp8 = latency_from_names("llama-3.1-8b", card, isl=128, osl=2, weights_dtype="fp8").rows[0]
+    bf16 = latency_from_names("llama-3.1-8b", card, isl=128, osl=2).rows[0]
     assert (fp8["eta_flops"], bf16["eta_flops"]) == (0.5, 0.75)
 
 
@@ -202,22 +204,22 @@ def test_fp8_and_bf16_efficiencies_differ_by_dtype():
 
 def test_impossible_parallelism_is_an_input_error():
     with pytest.raises(InputError, match="dense model"):
-        latency("llama-3.1-8b", "h200", expert_parallel=True)
+        latency_from_names("llama-3.1-8b", "h200", expert_parallel=True)
     with pytest.raises(InputError, match="no NIC"):
-        latency("llama-3.1-70b", "h200", tp=4, dp=3)
+        latency_from_names("llama-3.1-70b", "h200", tp=4, dp=3)
     with pytest.raises(InputError, match="--dp"):
-        latency("llama-3.1-8b", "h200", dp=0)
+        latency_from_names("llama-3.1-8b", "h200", dp=0)
     with pytest.raises(InputError, match="imbalance"):
-        latency("deepseek-v3", "h200", dp=8, expert_parallel=True, expert_imbalance=0.5)
+        latency_from_names("deepseek-v3", "h200", dp=8, expert_parallel=True, expert_imbalance=0.5)
 
 
 def test_batch_max_is_the_kv_pool_over_one_sequence():
     """ideal engine: pool = 0.9 × HBM − weights; a sequence of 2,304 tokens holds 2,304 × 131,072 B."""
     card, hw = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
     expected = math.floor((0.9 * hw.hbm_capacity_bytes - weight_bytes(card)) / (2304 * 32 * 2 * 8 * 128 * 2))
-    row = latency(card, hw, isl=2048, osl=256, batch="max", engine="ideal").rows[0]
+    row = latency_from_names(card, hw, isl=2048, osl=256, batch="max", engine="ideal").rows[0]
     assert row["batch"] == expected and row["batch_max"]
-    capped = latency(card, hw, isl=2048, osl=256, batch="max", engine="ideal", max_num_seqs=64).rows[0]
+    capped = latency_from_names(card, hw, isl=2048, osl=256, batch="max", engine="ideal", max_num_seqs=64).rows[0]
     assert capped["batch"] == 64
 
 

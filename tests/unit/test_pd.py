@@ -18,7 +18,8 @@ from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 from kvplan.plans.pd.plan import PDSettings, plan_pd
-from kvplan.plans.pd.link import LinkOverride, Side, path_kind, resolve_link
+from kvplan.plans.links import Side
+from kvplan.plans.pd.link import LinkOverride, path_kind, resolve_link
 from kvplan.plans.pd.model import prefill_service_s, workload_from_inputs
 
 GiB = 2**30

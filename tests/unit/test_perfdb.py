@@ -12,7 +12,8 @@ import pytest
 from numpy.testing import assert_allclose
 
 from kvplan.calc import perfdb
-from kvplan.plans.sizing.latency import Efficiencies, latency
+from kvplan.plans.sizing.latency import Efficiencies
+from kvplan.plans.build import latency_from_names
 
 DATA = Path(perfdb.__file__).resolve().parents[1] / "data" / "perf"
 H100_BW, H200_BW = 3.35e12, 4.8e12          # hardware cards: NVIDIA datasheets
@@ -75,13 +76,13 @@ def test_collectives_use_the_engines_custom_allreduce_as_measured():
 
 
 def test_table_rows_drive_the_step_and_a_gpu_without_tables_falls_back():
-    table = latency("llama-3.1-8b", "h100-sxm", isl=1024, osl=64, batch=16, engine="trtllm")
+    table = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1024, osl=64, batch=16, engine="trtllm")
     assert any("per-kernel tables (NVIDIA aiconfigurator" in n for n in table.assumptions)
-    flat = latency("llama-3.1-8b", "mi300x", isl=1024, osl=64, batch=16, engine="vllm")
+    flat = latency_from_names("llama-3.1-8b", "mi300x", isl=1024, osl=64, batch=16, engine="vllm")
     assert any("no per-kernel table for mi300x" in n for n in flat.assumptions)
     # an explicit efficiency bypasses the tables: every operator at that η
-    forced = latency("llama-3.1-8b", "h100-sxm", isl=1024, osl=64, batch=1, engine="trtllm",
-                     efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5))
+    forced = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1024, osl=64, batch=1, engine="trtllm",
+                                efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5))
     assert not any("per-kernel tables" in n for n in forced.assumptions)
 
 

@@ -12,10 +12,11 @@ from kvplan.errors import InputError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.run import FAILED, PASSED, SKIPPED, check
 from kvplan.plans.check.expr import evaluate, parse_assertion
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides
 from kvplan.plans.check.planfile import Plan, load_plan, plan_json_schema
 from kvplan.plans.sizing.vllm_cmdline import human_int, parse_vllm_serve
 from kvplan.report.junit import github_annotations, junit_xml
+from kvplan.plans.build import fit_from_names
 
 from ..conftest import ROOT
 
@@ -210,8 +211,8 @@ def test_fit_metrics_equal_the_fit_library():
     plan = load_plan(FAIL)
     context = registry.PlanContext(plan.plan, plan.path.parent)
     values = registry.evaluate(context, ["kv_fits"])["fit"].values
-    row = fit("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
-              gpu_memory_utilization=0.9, overrides=Overrides()).rows[0]
+    row = fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], batch=[1], kv_dtype=["fp8"], tp=[4],
+                         gpu_memory_utilization=0.9, overrides=Overrides()).rows[0]
     for metric, key in (("kv_cache_memory_bytes", "kv_cache_memory_bytes"), ("num_blocks", "num_blocks"),
                         ("kv_cache_tokens", "kv_cache_tokens"), ("max_concurrency_at_max_len", "max_concurrency"),
                         ("max_concurrency", "max_concurrency"), ("kv_fits", "fits"),
@@ -223,12 +224,12 @@ def test_fit_metrics_equal_the_fit_library():
 
 
 def test_latency_metrics_come_from_the_latency_library():
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     plan = load_plan(PASS)
     produced = registry.evaluate(registry.PlanContext(plan.plan, plan.path.parent), ["ttft_s", "tpot_s"])
-    rows = latency("llama-3.1-70b", "h100-sxm", isl=[8192], osl=[512], batch=[1, 16], tp=[8], kv_dtype="fp8",
-                   chunk_size=8192).rows
+    rows = latency_from_names("llama-3.1-70b", "h100-sxm", isl=[8192], osl=[512], batch=[1, 16], tp=[8], kv_dtype="fp8",
+                              chunk_size=8192).rows
     assert produced["latency"].values["ttft_s"] == rows[0]["ttft_s"]
     assert produced["latency"].values["tpot_s"] == rows[1]["tpot_s"]
 

@@ -24,7 +24,8 @@ from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import get_profile
 from kvplan.errors import InputError, MissingFigureError
-from kvplan.plans.sizing.latency import Efficiencies, Speculation, latency
+from kvplan.plans.sizing.latency import Efficiencies, Speculation
+from kvplan.plans.build import latency_from_names
 
 VLLM = get_profile("vllm")
 
@@ -57,8 +58,8 @@ def test_memory_bound_worked_case_llama_3_1_70b_h200_tp1_batch1():
     kv = context * L70_KV_PER_TOKEN
     floor = (weights + kv) / H200_BW
     overhead = 250e-6
-    row = latency("llama-3.1-70b", "h200", isl=context, osl=2, batch=1, tp=1,
-                  efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=overhead)).rows[0]
+    row = latency_from_names("llama-3.1-70b", "h200", isl=context, osl=2, batch=1, tp=1,
+                             efficiencies=Efficiencies(eta_mem=0.8, step_overhead_s=overhead)).rows[0]
     assert row["bound"] == "memory"
     assert row["decode_weight_bytes_per_gpu"] == weights
     assert row["decode_kv_bytes_per_gpu"] == kv
@@ -236,7 +237,7 @@ def test_speculative_tokens_per_step():
 
 def test_speculation_pays_at_small_batch_and_not_when_compute_bound():
     spec = Speculation(k=3, alpha=0.8)
-    rows = latency("llama-3.1-70b", "h200", isl=1024, osl=128, batch=[1, 1024], tp=8, speculation=spec).rows
+    rows = latency_from_names("llama-3.1-70b", "h200", isl=1024, osl=128, batch=[1, 1024], tp=8, speculation=spec).rows
     small, large = rows
     assert small["spec_speedup"] > 1.5
     assert large["spec_speedup"] < small["spec_speedup"]
@@ -257,7 +258,7 @@ def test_chunked_prefill_counts_passes_and_keeps_attention():
 
 
 def test_efficiency_defaults_are_sourced_not_one():
-    result = latency("llama-3.1-8b", "h200", isl=1024, osl=16)
+    result = latency_from_names("llama-3.1-8b", "h200", isl=1024, osl=16)
     notes = " ".join(result.assumptions)
     assert result.rows[0]["eta_flops"] == 0.75 and "arXiv:2407.08608" in notes
     assert result.rows[0]["eta_mem"] == 0.8            # from the h200 card (aiconfigurator's 0.8)
@@ -265,30 +266,30 @@ def test_efficiency_defaults_are_sourced_not_one():
 
 
 def test_overrides_take_precedence_over_the_card():
-    row = latency("llama-3.1-8b", "h200", isl=1024, osl=16,
-                  efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5, step_overhead_s=0.0)).rows[0]
+    row = latency_from_names("llama-3.1-8b", "h200", isl=1024, osl=16,
+                             efficiencies=Efficiencies(eta_mem=0.5, eta_flops=0.5, step_overhead_s=0.0)).rows[0]
     assert (row["eta_mem"], row["eta_flops"], row["step_overhead_s"]) == (0.5, 0.5, 0.0)
 
 
 def test_fp8_weights_use_the_fp8_peak_and_a_missing_peak_is_an_error():
-    row = latency("llama-3.1-70b", "h100-sxm", isl=1024, osl=16, tp=2, weights_dtype="fp8").rows[0]
+    row = latency_from_names("llama-3.1-70b", "h100-sxm", isl=1024, osl=16, tp=2, weights_dtype="fp8").rows[0]
     assert row["compute_dtype"] == "fp8"
     assert row["ridge_point_flop_per_byte"] == pytest.approx(1979e12 / 3.35e12)
     with pytest.raises(MissingFigureError, match=r"a100-80gb.*peak_flops_per_s\.fp8"):
-        latency("llama-2-70b", "a100-80gb", isl=128, osl=16, tp=4, weights_dtype="fp8")
-    row = latency("llama-3.1-8b", "h100-sxm", isl=128, osl=16, weights_dtype="int4").rows[0]
+        latency_from_names("llama-2-70b", "a100-80gb", isl=128, osl=16, tp=4, weights_dtype="fp8")
+    row = latency_from_names("llama-3.1-8b", "h100-sxm", isl=128, osl=16, weights_dtype="int4").rows[0]
     assert row["compute_dtype"] == "bf16"
 
 
 def test_bad_input_names_the_field():
     with pytest.raises(InputError, match="--batch"):
-        latency("llama-3.1-8b", "h200", batch=0)
+        latency_from_names("llama-3.1-8b", "h200", batch=0)
     with pytest.raises(InputError, match="max_context"):
-        latency("llama-3.1-8b", "h200", isl=131_072, osl=256)
+        latency_from_names("llama-3.1-8b", "h200", isl=131_072, osl=256)
     with pytest.raises(InputError, match="--ep"):
-        latency("llama-3.1-8b", "h200", ep=2)
+        latency_from_names("llama-3.1-8b", "h200", ep=2)
     with pytest.raises(InputError, match="tp"):
-        latency("llama-3.1-70b", "h200", tp=3)
+        latency_from_names("llama-3.1-70b", "h200", tp=3)
 
 
 # --------------------------------------------------------------------------- published measurements
@@ -378,8 +379,8 @@ TRTLLM_V090 = [
 
 def _published_estimate(card, model, batch, tp, isl, osl, kind, efficiencies):
     dtype = "auto" if card == "a100-80gb" else "fp8"
-    row = latency(model, card, isl=isl, osl=osl, batch=batch, tp=tp, weights_dtype=dtype, kv_dtype=dtype,
-                  engine="trtllm", efficiencies=efficiencies, perf_model="roofline").rows[0]
+    row = latency_from_names(model, card, isl=isl, osl=osl, batch=batch, tp=tp, weights_dtype=dtype, kv_dtype=dtype,
+                             engine="trtllm", efficiencies=efficiencies, perf_model="roofline").rows[0]
     return row["tokens_per_s_per_gpu"] if kind == "tput" else row["ttft_s"] * 1e3
 
 
@@ -452,7 +453,7 @@ def test_inline_cards_need_no_shipped_files():
         "hbm_capacity_basis": "datasheet", "hbm_bandwidth_bytes_per_s": 1e12, "peak_flops_per_s": {"bf16": 1e14},
         "efficiency": {"memory_bandwidth": 0.5, "flops": 0.5, "step_overhead_s": 1e-5},
     })
-    row = latency(card, hw, isl=100, osl=2, batch=2).rows[0]
+    row = latency_from_names(card, hw, isl=100, osl=2, batch=2).rows[0]
     weights = (1_000_000 - 64_000) * 2
     kv = 2 * 100 * (2 * 2 * 2 * 16 * 2)        # 2 seqs × 100 tokens × (2 layers × K,V × 2 heads × 16 × 2 B)
     assert row["decode_weight_bytes_per_gpu"] == weights and row["decode_kv_bytes_per_gpu"] == kv

@@ -9,7 +9,7 @@ from numpy.testing import assert_allclose
 
 from kvplan.calc.roofline import decode_step, mixed_chunk_step, prefill
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
-from kvplan.plans.sizing.latency import latency
+from kvplan.plans.build import latency_from_names as latency
 from kvplan.sim import SimConfig, build_step_model, simulate
 
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from kvplan.errors import InputError, KvplanError
-from kvplan.plans.sizing.fit import fit
-from kvplan.plans.sizing.size import size
 from kvplan.plans.check.sweep import Grid, load_grid, sweep, sweep_stream
 from kvplan.plans.check.sweep_write import block_frame, write_sweep
 from kvplan.plans.check.sweep_format import CACHE_COLUMNS, INT_COLUMNS, LATENCY_COLUMNS, block_csv, block_csv_bytes
+from kvplan.plans.build import fit_from_names, size_from_names
+
 
 FIT_KEYS = ["kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence",
             "kv_bytes_per_sequence_per_gpu", "kv_bytes_total", "kv_bytes_total_per_gpu", "weights_bytes_per_gpu",
@@ -77,9 +77,9 @@ def test_sampled_points_agree_exactly_with_fit(result):
     rng = random.Random(7)
     sample = rng.sample(rows, 40) + [r for r in rows if not r["fits"]][:5] + [r for r in rows if r["fits"]][-5:]
     for row in sample:
-        lib = fit(row["model"], row["hardware"], seq=[int(row["seq_len"])], batch=[int(row["batch"])],
-                  kv_dtype=[row["kv_dtype"]], tp=[int(row["tp"])], pp=int(row["pp"]), engine=[row["engine"]],
-                  allow_long_context=True).rows[0]
+        lib = fit_from_names(row["model"], row["hardware"], seq=[int(row["seq_len"])], batch=[int(row["batch"])],
+                             kv_dtype=[row["kv_dtype"]], tp=[int(row["tp"])], pp=int(row["pp"]), engine=[row["engine"]],
+                             allow_long_context=True).rows[0]
         for key in FIT_KEYS:
             assert row[key] == lib[key], (key, row, lib[key])
 
@@ -88,7 +88,7 @@ def test_every_point_of_one_combination_agrees_with_fit():
     grid = Grid(models=["gemma-2-9b"], hardware=["h100-sxm"], seq=[100, 4096, 4097, 8192], batch=[1, 7, 64, 500],
                 kv_dtype=["fp8"], tp=[2])
     [block] = sweep(grid).blocks
-    lib = fit("gemma-2-9b", "h100-sxm", seq=grid.seq, batch=grid.batch, kv_dtype=["fp8"], tp=[2]).rows
+    lib = fit_from_names("gemma-2-9b", "h100-sxm", seq=grid.seq, batch=grid.batch, kv_dtype=["fp8"], tp=[2]).rows
     cols = block.columns()
     for i, row in enumerate(lib):
         for key in FIT_KEYS + ["seq_len", "batch"]:
@@ -99,19 +99,21 @@ def test_every_point_of_one_combination_agrees_with_fit():
 def test_size_columns_agree_with_size(result):
     rows = [r for r in rows_of(result) if r["model"] == "deepseek-v3" and r["engine"] == "sglang"][:20]
     for row in rows:
-        lib = size("deepseek-v3", seq=[int(row["seq_len"])], batch=[int(row["batch"])], kv_dtype=[row["kv_dtype"]],
-                   tp=[int(row["tp"])], engine=["sglang"]).rows[0]
+        lib = size_from_names("deepseek-v3", seq=[int(row["seq_len"])], batch=[int(row["batch"])],
+                              kv_dtype=[row["kv_dtype"]],
+                              tp=[int(row["tp"])], engine=["sglang"]).rows[0]
         for key in ("kv_bytes_per_token_per_gpu", "kv_bytes_per_sequence", "kv_bytes_total_per_gpu"):
             assert row[key] == lib[key]
 
 
 def test_latency_columns_agree_with_latency_library(result):
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     rows = [r for r in rows_of(result) if r["engine"] == "vllm" and r["seq_len"] > 1]
     for row in random.Random(3).sample(rows, 8):
-        lib = latency(row["model"], row["hardware"], isl=[1], osl=[1], batch=[int(row["batch"])], tp=[int(row["tp"])],
-                      context=[int(row["seq_len"])], kv_dtype=row["kv_dtype"], engine="vllm").rows[0]
+        lib = latency_from_names(row["model"], row["hardware"], isl=[1], osl=[1], batch=[int(row["batch"])],
+                                 tp=[int(row["tp"])],
+                                 context=[int(row["seq_len"])], kv_dtype=row["kv_dtype"], engine="vllm").rows[0]
         assert row["decode_step_s"] == lib["decode_step_s"]
         assert row["floor_decode_step_s"] == lib["floor_decode_step_s"]
 

@@ -248,7 +248,7 @@ def test_sessions_littles_law_capacity_and_hits():
     Little's law: idle sessions = 2/5 × 4 gaps × 30 s = 48, each holding T/2 (μN + μO) = 2.5 × 1224 = 3,060
     tokens → 146,880 + the 2,048 shared = 148,928 tokens.
     """
-    spec = workload_from_flags(rate_per_s=2, isl="1k", osl="200", turns=5, think_time_s=30, shared_prefix_tokens=2048)
+    spec = workload_from_flags(rate_per_s=2, isl="1k", osl="200", turns=5, think_time="30s", shared_prefix="2k")
     reuse = from_workload(spec, sample_requests=5000)
     assert_allclose(reuse.littles_law_tokens, 48 * 2.5 * 1224 + 2048)
     plan = tier_plan("llama-3.1-8b", system="hgx-h100-8", reuse=reuse, tp=1, nodes=1)
@@ -268,7 +268,7 @@ def test_rag_documents_by_hand():
     Unlimited prefix hits: block 0 every time but the first (999), each document's 2 blocks every time but its
     first use (2 × 998) → 2,995 / 4,000. Little's law: 512 + 2 × 1,024 tokens.
     """
-    spec = workload_from_flags(rate_per_s=1, isl="100", osl="10", shared_prefix_tokens=512)
+    spec = workload_from_flags(rate_per_s=1, isl="100", osl="10", shared_prefix=512)
     reuse = with_rag_documents(from_workload(spec, sample_requests=1000), 2, 1024, zipf_s=0.0)
     assert np.all(np.diff(reuse.trace.block_offsets) == 4) and np.all(reuse.trace.isl == 1636)
     prof = reuse.profile
@@ -278,7 +278,7 @@ def test_rag_documents_by_hand():
     assert_allclose(prof.prefix_hit_rate(6), simulate_lru(reuse.trace, 6)[0])
     with pytest.raises(InputError, match="single-turn"):
         with_rag_documents(from_workload(workload_from_flags(rate_per_s=1, isl="100", osl="10", turns=2,
-                                                             think_time_s=5), sample_requests=100), 2, 1024)
+                                                             think_time="5s"), sample_requests=100), 2, 1024)
 
 
 def test_more_dram_never_lowers_the_hit_rate():

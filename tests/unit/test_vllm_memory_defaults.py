@@ -7,7 +7,7 @@ import pytest
 
 from kvplan.calc.memory import vllm_activation_peak_bytes, vllm_non_torch_bytes
 from kvplan.cards.loader import load_model
-from kvplan.plans.sizing.fit import fit
+from kvplan.plans.build import fit_from_names
 
 GiB = 2**30
 
@@ -53,12 +53,12 @@ def test_non_torch_memory_by_world_size():
 def test_fit_uses_the_default_terms_and_says_so():
     # H100-SXM card: 79.65 GiB runtime total (85,520,809,984 B); util 0.9; weights 8,030,261,248 × 2 B.
     # KV = 0.9 × 85,520,809,984 − 16,060,522,496 − 1,379,008,512 − 0.35 × 2^30 = 59,153,474,980.9 B
-    row = fit("llama-3.1-8b", "h100-sxm", seq=8192).rows[0]
+    row = fit_from_names("llama-3.1-8b", "h100-sxm", seq=8192).rows[0]
     assert row["activation_bytes"] == pytest.approx(1_379_008_512, abs=1)
     assert row["non_torch_bytes"] == pytest.approx(375_809_638.4, abs=1)
     assert row["cudagraph_bytes"] == 0
     assert row["kv_cache_memory_bytes"] == pytest.approx(
         0.9 * 85_520_809_984 - 16_060_522_496 - 1_379_008_512 - 375_809_638.4, abs=1)
-    notes = " ".join(fit("llama-3.1-8b", "h100-sxm", seq=8192, tp=2).assumptions)
+    notes = " ".join(fit_from_names("llama-3.1-8b", "h100-sxm", seq=8192, tp=2).assumptions)
     assert "non-torch memory (NCCL, CUDA context) assumed 3.58 GiB" in notes
     assert "activation peak estimated" in notes and "CUDA-graph memory assumed 0" in notes

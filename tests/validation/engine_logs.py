@@ -22,7 +22,9 @@ from kvplan.cards.hf_import import card_dict_from_config
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import ModelCard
 from kvplan.engines import get_profile
-from kvplan.plans.sizing.fit import Overrides, fit
+from kvplan.plans.sizing.fit import Overrides
+from kvplan.plans.build import fit_from_names
+
 
 GiB = 2**30
 
@@ -63,7 +65,7 @@ def _bytes_per_token(card: ModelCard | str, engine: str, tp: int = 1, kv_dtype: 
 
 
 def _fit_row(*args, **kwargs) -> dict:
-    return fit(*args, **kwargs).rows[0]
+    return fit_from_names(*args, **kwargs).rows[0]
 
 
 @dataclass(frozen=True)

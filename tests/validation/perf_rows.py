@@ -108,14 +108,14 @@ def load_rows(path: Path = MEASUREMENTS / "trtllm_perf_overview.csv", set_name: 
 def estimate(row: Row, **overrides) -> float:
     """kvplan's output tokens/s per GPU at the largest batch the KV pool holds (NaN if it cannot run)."""
     from kvplan.errors import KvplanError
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     kw = dict(isl=row.isl, osl=row.osl, batch="max", tp=row.tp, dp=row.dp, expert_parallel=row.expert_parallel,
               weights_dtype=row.weights_dtype, kv_dtype=row.kv_dtype, engine="trtllm", allow_long_context=True,
               max_num_seqs=row.max_num_seqs)
     kw.update(overrides)
     try:
-        return float(latency(row.model, row.hardware, **kw).rows[0]["tokens_per_s_per_gpu"])
+        return float(latency_from_names(row.model, row.hardware, **kw).rows[0]["tokens_per_s_per_gpu"])
     except KvplanError:
         return float("nan")
 
@@ -142,7 +142,7 @@ ENGINE_OF = {"vllm": "vllm", "vllm (ROCm)": "vllm", "tensorrt-llm": "trtllm", "s
 class Scored:
     row: Row
     metric: str        # what kvplan reads: tpot_s, ttft_s, e2e_s, tokens_per_s_per_gpu, decode_tokens_per_s
-    kwargs: tuple      # latency() arguments
+    kwargs: tuple      # latency_from_names() arguments
     scale: float       # kvplan value × scale = the measured unit
 
 
@@ -238,13 +238,13 @@ def _expert_parallel_row(r: dict, group: str, engine: str) -> Scored | None:
 
 def estimate_scored(s: Scored) -> float:
     from kvplan.errors import KvplanError
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     r = s.row
     kw = dict(s.kwargs)
     try:
-        result = latency(r.model, r.hardware, isl=r.isl, osl=r.osl, tp=r.tp, weights_dtype=r.weights_dtype,
-                         kv_dtype=r.kv_dtype, allow_long_context=True, **kw).rows[0]
+        result = latency_from_names(r.model, r.hardware, isl=r.isl, osl=r.osl, tp=r.tp, weights_dtype=r.weights_dtype,
+                                    kv_dtype=r.kv_dtype, allow_long_context=True, **kw).rows[0]
     except KvplanError:
         return float("nan")
     return float(result[s.metric]) * s.scale

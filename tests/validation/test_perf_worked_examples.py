@@ -13,7 +13,7 @@ import csv
 
 import pytest
 
-from kvplan.plans.sizing.latency import latency
+from kvplan.plans.build import latency_from_names
 from tests.validation.perf_rows import MEASUREMENTS
 
 
@@ -27,7 +27,7 @@ def published(model: str, gpu: str, label: str, isl: int, osl: int) -> float:
 
 
 def run(model, hw, **kw):
-    return latency(model, hw, batch="max", engine="trtllm", **kw).rows[0]
+    return latency_from_names(model, hw, batch="max", engine="trtllm", **kw).rows[0]
 
 
 def test_deepseek_r1_on_8_h200_attention_dp_ep8_1k_1k():
@@ -88,8 +88,8 @@ def test_fitting_rows_read_modelopt_checkpoints_with_their_fp8_kv_cache():
 def test_gb200_runs_on_the_b200_kernel_tables_and_says_so():
     measured = published("DeepSeek-R1-0528", "GB200", "DEP4", 1024, 1024)
     assert measured == 6924
-    result = latency("deepseek-v3", "gb200", batch="max", engine="trtllm", isl=1024, osl=1024, dp=4,
-                     expert_parallel=True, weights_dtype="fp4", kv_dtype="fp8")
+    result = latency_from_names("deepseek-v3", "gb200", batch="max", engine="trtllm", isl=1024, osl=1024, dp=4,
+                                expert_parallel=True, weights_dtype="fp4", kv_dtype="fp8")
     assert any("b200's measured efficiencies stand in" in n for n in result.assumptions)
     assert not any("no per-kernel table for gb200" in n for n in result.assumptions)
     error = result.rows[0]["tokens_per_s_per_gpu"] / measured - 1
@@ -115,7 +115,7 @@ def test_latency_rows_carry_the_error_band_of_their_group(group):
     assert band["n"] > 0 and 0 <= band["median_abs"] <= band["p90_abs"]
     model, kw = {"dense-max": ("llama-3.1-8b", {"batch": 64}), "moe": ("mixtral-8x7b", {"batch": 64}),
                  "prefill": ("llama-3.1-8b", {"batch": 64})}[group]
-    row = latency(model, "h100-sxm", isl=1024, osl=128, **kw).rows[0]
+    row = latency_from_names(model, "h100-sxm", isl=1024, osl=128, **kw).rows[0]
     prefix = "ttft_error_band" if group == "prefill" else "error_band"
     assert row[f"{prefix}_median_abs"] == band["median_abs"] and row[f"{prefix}_p90_abs"] == band["p90_abs"]
 

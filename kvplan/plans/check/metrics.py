@@ -104,22 +104,15 @@ def evaluate(context: PlanContext, names: list[str] | None = None) -> dict[str, 
 
 
 def _fit_metrics(context: PlanContext) -> Produced:
-    from kvplan.plans.sizing.fit import Overrides, fit
+    from kvplan.plans.sizing.fit import fit
     from kvplan.plans.sizing.size import explain_layout
 
     engine = context.plan.engine
-    card, hw = context.model_card, context.hardware_card
+    card = context.model_card
     seq, batch = context.max_model_len, context.concurrency
-    result = fit(
-        card, hw, seq=[seq], batch=[batch], kv_dtype=[engine.kv_cache_dtype],
-        tp=[engine.tensor_parallel_size], pp=engine.pipeline_parallel_size, engine=[engine.name],
-        weights_dtype=engine.weights_dtype, gpu_memory_utilization=engine.gpu_memory_utilization,
-        block_size=engine.block_size, max_num_batched_tokens=engine.max_num_batched_tokens,
-        max_num_seqs=engine.max_num_seqs, overrides=Overrides(kv_cache_memory_bytes=engine.kv_cache_memory_bytes),
-        allow_long_context=engine.allow_long_context,
-    )
-    row = result.rows[0]
     dep = context.deployment
+    result = fit([dep], seq=[seq], batch=[batch], allow_long_context=engine.allow_long_context)
+    row = result.rows[0]
     values = {
         "kv_cache_memory_bytes": row["kv_cache_memory_bytes"],
         "num_blocks": row["num_blocks"],
@@ -199,12 +192,12 @@ def workload_lengths(context: PlanContext) -> tuple[int, int, list[str]]:
 
 
 def _latency_metrics(context: PlanContext) -> Produced:
-    from kvplan.plans.sizing.latency import latency
+    from kvplan.plans.build import latency_from_names
 
     engine = context.plan.engine
     isl, osl, notes = workload_lengths(context)
     batch = context.concurrency
-    result = latency(
+    result = latency_from_names(
         context.model_card, context.hardware_card, isl=[isl], osl=[osl], batch=sorted({1, batch}),
         tp=[engine.tensor_parallel_size], kv_dtype=engine.kv_cache_dtype, weights_dtype=engine.weights_dtype,
         engine=engine.name, chunk_size=engine.max_num_batched_tokens, allow_long_context=engine.allow_long_context,

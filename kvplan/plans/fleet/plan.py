@@ -79,8 +79,8 @@ class FleetAnswer(Answer):
 
 
 def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None, isl: str | None = None,
-                   osl: str | None = None, arrival_cv: float = 1.0, turns: int = 1, think_time_s: float = 0.0,
-                   shared_prefix_tokens: int = 0, trace_format: str = "auto", columns: str | dict | None = None,
+                   osl: str | None = None, arrival_cv: float = 1.0, turns: int = 1, think_time: str | float = "0s",
+                   shared_prefix: str | int = "0", trace_format: str = "auto", columns: str | dict | None = None,
                    timestamp_unit: str | None = None, skip_bad_rows: bool = False, rate_basis: str = "mean",
                    sample_requests: int = 100_000, seed: int = 0) -> FleetWorkload:
     """A workload from a trace file (``qps`` rescales its time axis) or from flags (``qps``, ``isl``, ``osl``, …).
@@ -106,7 +106,7 @@ def fleet_workload(*, trace: str | Path | None = None, qps: float | None = None,
     _check_rate(qps)
     try:
         spec = workload_from_flags(rate_per_s=qps, isl=isl, osl=osl, arrival_cv=arrival_cv,
-                                   turns=turns, think_time_s=think_time_s, shared_prefix_tokens=shared_prefix_tokens)
+                                   turns=turns, think_time=think_time, shared_prefix=shared_prefix)
     except InputError as exc:
         hint = exc.hint.replace("kvplan workload --help", "kvplan plan --help") if exc.hint else exc.hint
         raise InputError(exc.message.replace("--rate:", "--qps:"), hint) from None

@@ -1,6 +1,7 @@
 """The link that carries KV from prefill to decode: which path, and what one transfer gets of it.
 
-Paths, per GPU and per direction, from the system card (else the hardware card):
+Paths, per GPU and per direction, from the system card (else the hardware card); each pool's
+hardware and system is a :class:`kvplan.plans.links.Side`:
 
 - ``scale_up``: P and D in one scale-up domain (NVLink in an HGX node or an NVL72 rack, UB in a
   CloudMatrix-384 supernode, PCIe peer-to-peer where that is the only GPU-to-GPU path).
@@ -21,58 +22,14 @@ the NIC otherwise.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
-from kvplan.cards.loader import load_hardware_and_system, system_names, usual_system
-from kvplan.cards.schema import HardwareCard, Link, SystemCard
+from kvplan.cards.loader import system_names
 from kvplan.errors import InputError, MissingFigureError
+from kvplan.plans.links import Side
 
 PLACEMENTS = ("auto", "same-domain", "same-node", "cross-node")
 PATH_NAMES = {"scale_up": "scale-up link", "host_link": "host link (PCIe)", "nic": "NIC (RDMA)"}
-
-
-@dataclass(frozen=True)
-class Side:
-    """One pool's accelerator and the system (node / supernode) it sits in, if known.
-
-    ``assumed``: the note saying which system was assumed when none was given (the hardware
-    card's ``usual_system``), or what was assumed without one.
-    """
-
-    hardware: HardwareCard
-    system: SystemCard | None = None
-    assumed: str | None = None
-
-    @property
-    def name(self) -> str:
-        return self.system.name if self.system else self.hardware.name
-
-    def link(self, kind: str) -> Link | None:
-        if self.system is not None:
-            return getattr(self.system, kind)
-        return getattr(self.hardware, kind)
-
-    @property
-    def node_hardware(self) -> HardwareCard:
-        """The hardware card with the system's links (where the system has them): what TP traffic uses."""
-        if self.system is None:
-            return self.hardware
-        update = {k: getattr(self.system, k) for k in ("scale_up", "nic", "host_link") if getattr(self.system, k)}
-        if self.system.scale_up is not None:
-            update["scale_up_domain"] = self.system.scale_up_domain
-        return self.hardware.model_copy(update=update)
-
-    @property
-    def scale_up_domain(self) -> float:
-        if self.system is not None:
-            return float(self.system.scale_up_domain)
-        return float(self.hardware.scale_up_domain or (math.inf if self.hardware.scale_up else 1))
-
-    @property
-    def node_accelerators(self) -> float:
-        return float(self.system.accelerators) if self.system is not None else self.scale_up_domain
 
 
 @dataclass(frozen=True)
@@ -102,20 +59,6 @@ class PathLink:
 
     def scaled(self, factor: float) -> PathLink:
         return dataclasses.replace(self, line_rate_bytes_per_s=self.line_rate_bytes_per_s * factor)
-
-
-def load_side(hardware: str | HardwareCard, system: str | SystemCard | None, cards: tuple[Path, ...],
-              default_system: bool = False) -> Side:
-    """A hardware card (or a system card given in its place) and the system around it.
-
-    Without a system, ``default_system`` assumes the hardware card's ``usual_system`` (multi-node
-    by default: nodes of that system joined by its NIC), and says so in ``Side.assumed``.
-    """
-    hw, sys_card = load_hardware_and_system(hardware, system, cards)
-    assumed = None
-    if sys_card is None and default_system:
-        sys_card, assumed = usual_system(hw, cards)
-    return Side(hw, sys_card, assumed)
 
 
 def same_place(prefill: Side, decode: Side) -> bool:

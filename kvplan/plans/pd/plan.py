@@ -40,8 +40,8 @@ from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans import deployment
 from kvplan.plans.deployment import Deployment, EngineSettings
 from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
-from kvplan.plans.pd.link import (PLACEMENTS, LinkOverride, PathLink, Side, load_side, path_kind, resolve_link,
-                                  same_place)
+from kvplan.plans.links import Side, load_side
+from kvplan.plans.pd.link import PLACEMENTS, LinkOverride, PathLink, path_kind, resolve_link, same_place
 from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
                                    as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kvplan.cards.schema import ModelCard
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.deployment import Parallelism
-from kvplan.plans.pd.link import Side
+from kvplan.plans.links import Side
 from kvplan.plans.pd.model import valid_tps
 
 

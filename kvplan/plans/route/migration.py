@@ -91,7 +91,8 @@ def links_for(hardware, system, extra_systems=(), cards=()) -> list:
     hardware card) scale-up, host and NIC paths, then the scale-up fabric of each extra system (e.g. a
     supernode's, for comparison)."""
     from kvplan.cards.loader import load_system
-    from kvplan.plans.pd.link import PathLink, load_side, resolve_link
+    from kvplan.plans.links import load_side
+    from kvplan.plans.pd.link import PathLink, resolve_link
 
     out = []
     side = load_side(hardware, system, tuple(cards))

@@ -33,8 +33,7 @@ def route_workload(trace_path: Path | None, *, trace_format: str = "auto", rate:
     from kvplan.workload.synthetic import workload_from_flags
 
     spec = workload_from_flags(rate_per_s=rate, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-                               think_time_s=parse_seconds(think_time),
-                               shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+                               think_time=think_time, shared_prefix=shared_prefix)
     if sample < 2:
         raise InputError(f"--sample must be >= 2 (got {sample})")
     if rag_docs is not None:

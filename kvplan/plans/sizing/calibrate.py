@@ -36,20 +36,23 @@ import csv
 import dataclasses
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import yaml
 
 from kvplan.calc.roofline import Machine, compute_dtype_for, decode_step, model_cost, prefill
-from kvplan.cards.loader import load_hardware, load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
-from kvplan.engines import get_profile
 from kvplan.errors import InputError
 from kvplan.plans.sizing.latency import Efficiencies, check_parallel_modes, resolve_machine
 from kvplan.result import Result
 from kvplan.units import format_seconds
+
+if TYPE_CHECKING:
+    from kvplan.plans.deployment import Deployment
 
 CALIBRATE_COLUMNS = ["line", "kind", "set", "batch", "tp", "tokens", "measured_s", "predicted_s", "error_pct",
                      "bound"]
@@ -225,25 +228,30 @@ def fit_efficiency(op_memory_s: np.ndarray, op_compute_s: np.ndarray, comm_s: np
 
 
 def calibrate(
-    model: str | ModelCard, hardware: str | HardwareCard, measurements: str | Path, tp: int = 1, *,
-    ep: int = 1, kv_dtype: str = "auto", weights_dtype: str = "auto", compute_dtype: str | None = None,
-    engine: str = "vllm", name: str | None = None, cards: tuple[Path, ...] = (), holdout: float = 0.0,
+    deployments: Sequence[Deployment], measurements: str | Path, rows: Sequence[Measurement] | None = None, *,
+    ep: int = 1, compute_dtype: str | None = None, name: str | None = None, holdout: float = 0.0,
 ) -> Calibration:
     """Fit the hardware card's efficiencies to measured step times; returns the table and the overlay card.
 
+    ``deployments``: the model on the hardware under one engine and dtypes, one per TP of the rows
+    (:func:`kvplan.plans.build.step_deployments`); ``rows``: the parsed ``measurements`` file
+    (read here when not given, rows without a tp column at the first deployment's TP).
     ``holdout`` (0 ≤ f ≤ 0.5): every ⌈1/f⌉-th row (in file order) is left out of the fit and scored
     with the fitted values, so the verdict gives an in-sample and a held-out error.
     """
     if not 0 <= holdout <= 0.5 or not math.isfinite(holdout):
         raise InputError(f"--holdout must be in [0, 0.5] (got {holdout})",
                          "the share of rows scored but not fitted, e.g. 0.3")
-    card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
+    if not deployments:
+        raise InputError("no deployment to calibrate", "give the model and the hardware")
+    first = deployments[0]
+    card, hw, s = first.model, first.hardware, first.engine
     path = Path(measurements)
-    data = read_measurements(path, tp)
+    data = list(rows) if rows is not None else read_measurements(path, first.tp)
     tps = sorted({d.tp for d in data})
     check_parallel_modes(card, tps, ep)
-    cost = model_cost(card, get_profile(engine), weights_dtype, kv_dtype, tps=tps)
+    shared = set(first.cost.layouts) >= set(tps)
+    cost = first.cost if shared else model_cost(card, first.profile, s.weights_dtype, s.kv_dtype, tps=tps)
     dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
     prior, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, Efficiencies(), max(tps) * ep)
     unit = dataclasses.replace(prior, eta_mem=1.0, eta_flops=1.0, step_overhead_s=0.0)

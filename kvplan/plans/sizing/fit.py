@@ -15,22 +15,22 @@ Every rank computes the same budget; the heaviest pipeline stage decides.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kvplan.calc.kv import kv_layout
 from kvplan.calc.memory import (activation_peak_bytes, kv_budget, num_blocks, vllm_activation_peak_bytes,
                                  vllm_non_torch_bytes, weight_bytes)
-from kvplan.cards.loader import load_hardware, load_model
-from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.cards.schema import ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile, serving_dtype, sglang_mem_fraction_static
 from kvplan.errors import InputError
 from kvplan.plans.sizing.size import as_list, check_positive, size_rows
 from kvplan.result import Result
 from kvplan.units import format_bytes
+
+if TYPE_CHECKING:
+    from kvplan.plans.deployment import Deployment
 
 FIT_COLUMNS = [
     "seq_len", "batch", "kv_dtype", "tp", "engine",
@@ -170,31 +170,26 @@ def gpu_utilization(engine: str, gpu_bytes: float, tp: int, pp: int, given: floa
     return _utilization(engine, gpu_bytes, tp, pp, given, notes)
 
 
-def fit(
-    model: str | ModelCard, hardware: str | HardwareCard, seq: int | Sequence[int] | None = None,
-    batch: int | Sequence[int] = 1, kv_dtype: str | Sequence[str] = "auto", tp: int | Sequence[int] = 1,
-    pp: int = 1, engine: str | Sequence[str] = "vllm", *, weights_dtype: str = "auto",
-    gpu_memory_utilization: float | None = None, block_size: int | None = None,
-    max_num_batched_tokens: int | None = None, max_num_seqs: int | None = None,
-    overrides: Overrides = Overrides(), allow_long_context: bool = False, cards: tuple[Path, ...] = (),
-    warn_concurrency: bool = False,
-) -> Result:
-    """Memory budget, blocks, tokens and concurrency for ``model`` on ``hardware`` (one GPU's view).
+def fit(deployments: Sequence[Deployment], seq: int | Sequence[int] | None = None, batch: int | Sequence[int] = 1,
+        *, allow_long_context: bool = False, warn_concurrency: bool = False) -> Result:
+    """Memory budget, blocks, tokens and concurrency of each deployment (one GPU's view) at every seq × batch.
 
-    ``seq`` None: the model's maximum context, as vLLM defaults ``max_model_len`` to the
-    config's ``max_position_embeddings`` (vllm/config/model.py: ``_get_and_verify_max_len``).
-    ``max_num_seqs`` None: vLLM's default 256 for the profiling run. ``warn_concurrency``: a note
-    when the given ``max_num_seqs`` exceeds the cache's max concurrency (``kvplan fit --max-num-seqs``).
+    ``deployments``: one model on one hardware card, one per KV dtype × tp × engine, resolved once
+    (:func:`kvplan.plans.deployment.fit_deployments`); each carries the engine's start-up budget
+    and blocks (:func:`engine_memory`). ``seq`` None: the model's maximum context, as vLLM
+    defaults ``max_model_len`` to the config's ``max_position_embeddings`` (vllm/config/model.py:
+    ``_get_and_verify_max_len``). ``warn_concurrency``: a note when the deployments' ``max_num_seqs``
+    (given by the user) exceeds the cache's max concurrency (``kvplan fit --max-num-seqs``).
     """
-    card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    hw = hardware if isinstance(hardware, HardwareCard) else load_hardware(hardware, cards)
+    if not deployments:
+        raise InputError("no deployment to fit", "give at least one KV dtype, tp and engine")
+    card, hw = deployments[0].model, deployments[0].hardware
     notes: list[str] = [card.resolution] if card.resolution else []
     if seq is None:
         seq = card.max_context
         notes.append(f"max_model_len {card.max_context:,}: {card.name}'s maximum context, vLLM's default "
                      "(pass --max-model-len to size a shorter one)")
-    seqs_given = max_num_seqs
-    max_num_seqs = 256 if max_num_seqs is None else max_num_seqs
+    seqs_given = deployments[0].engine.max_num_seqs if warn_concurrency else None
     seqs, batches = as_list(seq), as_list(batch)
     check_positive("--max-model-len", seqs)
     check_positive("--batch", batches)
@@ -203,17 +198,11 @@ def fit(
             f"--max-model-len {max(seqs):,} exceeds {card.name}'s max_position_embeddings ({card.max_context:,})",
             "lower it, or pass --allow-long-context if the deployment extends the context (RoPE scaling)",
         )
-    gpu_bytes = overrides.gpu_memory_bytes or hw.hbm_capacity_bytes
-    mnbt = max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
     rows, explain = [], []
-    if overrides.gpu_memory_bytes is None:
-        notes.append(f"GPU memory {format_bytes(gpu_bytes)} from the {hw.name} card ({hw.hbm_capacity_basis} figure)")
-    for dtype, t, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(engine)):
-        profile = get_profile(eng)
-        layout = kv_layout(card, profile, dtype, t, pp, block_size=block_size, max_num_batched_tokens=mnbt)
-        util = _utilization(eng, gpu_bytes, t, pp, gpu_memory_utilization, notes)
-        mem = engine_memory(card, profile, layout, gpu_bytes, util, weights_dtype=weights_dtype,
-                            max_num_batched_tokens=mnbt, max_num_seqs=max_num_seqs, overrides=overrides, notes=notes)
+    for dep in deployments:
+        notes.extend(dep.notes)
+        eng, layout, mem = dep.profile.name, dep.layout, dep.memory
+        gpu_bytes, util = mem.gpu_memory_bytes, mem.utilization
         weights, activation, non_torch, cudagraph = (mem.weights_bytes_per_gpu, mem.activation_bytes,
                                                      mem.non_torch_bytes, mem.cudagraph_bytes)
         kv_bytes, rule, bs, block_bytes, blocks = (mem.kv_cache_memory_bytes, mem.rule, mem.block_size,

@@ -29,24 +29,26 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, mean_over_output,  # noqa: F401
                                   mixed_chunk_step, model_cost, prefill, speculative_tokens_per_step)
-from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
-from kvplan.engines import get_profile
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
+from kvplan.plans.sizing.efficiency import Efficiencies, check_efficiencies
 from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
 from kvplan.calc.operators import Parallel, op_times
 from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_NOTE, check_parallelism, engine_perf,
                                     max_batch, operator_model)
 from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
-                                            memory_notes, with_system)
+                                            memory_notes)
 from kvplan.units import format_bytes, format_seconds
+
+if TYPE_CHECKING:
+    from kvplan.plans.deployment import Deployment
 
 # kvplan-wide defaults, used only where the hardware card has no figure (printed as assumptions).
 DEFAULT_ETA_MEM = 0.8
@@ -69,34 +71,17 @@ LATENCY_COLUMNS = [
 
 
 @dataclass(frozen=True)
-class Efficiencies:
-    """η for memory bandwidth and FLOPS and the per-step overhead; None = card, then kvplan default."""
-
-    eta_mem: float | None = None
-    eta_flops: float | None = None
-    step_overhead_s: float | None = None
-
-
-@dataclass(frozen=True)
 class Speculation:
     """Speculative decoding / MTP: ``k`` drafted tokens per step, per-token acceptance ``alpha``.
 
-    ``draft_model`` (a card name or path) is a separate draft model; without one the draft is
+    ``draft_model`` (a model card) is a separate draft model; without one the draft is
     ``draft_layers`` decoder layers of the target plus its LM head (MTP, EAGLE).
     """
 
     k: int
     alpha: float
-    draft_model: str | None = None
+    draft_model: ModelCard | None = None
     draft_layers: float = 1.0
-
-
-def check_efficiencies(eff: Efficiencies) -> None:
-    for name, value in (("--eta-mem", eff.eta_mem), ("--eta-flops", eff.eta_flops)):
-        if value is not None and not 0 < value <= 1:
-            raise InputError(f"{name} must be in (0, 1] (got {value})", "an efficiency is a share of the peak")
-    if eff.step_overhead_s is not None and (eff.step_overhead_s < 0 or not math.isfinite(eff.step_overhead_s)):
-        raise InputError(f"--step-overhead must be >= 0 (got {eff.step_overhead_s})", "write it as 50us or 0.5ms")
 
 
 def peak_flops(hw: HardwareCard, compute_dtype: str, weights_dtype: str) -> float:
@@ -189,6 +174,30 @@ def check_parallel_modes(card: ModelCard, tps: Sequence[int], ep: int) -> None:
                          "choose an ep that divides the expert count")
 
 
+def parallel_layout(card: ModelCard, hw: HardwareCard, tps: Sequence[int], *, ep: int = 1, dp: int = 1,
+                    expert_parallel: bool = False, redundant_experts: int = 0, perf_model: str = "operators",
+                    expert_imbalance: float | None = None) -> tuple[int, bool, int]:
+    """latency's parallel inputs checked: ``(dp, expert_parallel, ep)`` of the instance.
+
+    Under the per-operator model the legacy ``--ep N`` is ``--tp 1 --dp N --enable-expert-parallel``
+    (``ep`` becomes 1); the roofline keeps its own ``ep``. ``hw`` carries the system's links.
+    """
+    if perf_model not in ("operators", "roofline"):
+        raise InputError(f"--perf-model must be operators or roofline (got {perf_model!r})",
+                         "operators: per-operator efficiencies; roofline: one η pair for every operator")
+    check_positive("--tp", tps)
+    if ep > 1 and perf_model == "operators":
+        if dp != 1 or expert_parallel:
+            raise InputError("--ep N is --tp 1 --dp N --enable-expert-parallel; do not combine it with --dp",
+                             "use --tp, --dp and --enable-expert-parallel (EP size = TP × DP)")
+        check_parallel_modes(card, tps, ep)
+        dp, expert_parallel, ep = ep, True, 1
+    check_parallel_modes(card, tps, ep)
+    if perf_model == "operators":
+        check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
+    return dp, expert_parallel, ep
+
+
 def check_context(card: ModelCard, isl: list[int], osl: list[int], contexts: list[int] | None,
                   allow_long_context: bool) -> None:
     longest = max(isl) + max(osl)
@@ -204,25 +213,30 @@ def check_context(card: ModelCard, isl: list[int], osl: list[int], contexts: lis
 
 
 def latency(
-    model: str | ModelCard, hardware: str | HardwareCard, isl: int | Sequence[int] = 2048,
-    osl: int | Sequence[int] = 256, batch: int | Sequence[int] = 1, tp: int | Sequence[int] = 1, *,
-    context: int | Sequence[int] | None = None, ep: int = 1, kv_dtype: str = "auto", weights_dtype: str = "auto",
-    compute_dtype: str | None = None, engine: str = "vllm", chunk_size: int | None = None,
-    speculation: Speculation | None = None, efficiencies: Efficiencies = Efficiencies(),
-    overlap_comm: bool = False, allow_long_context: bool = False, cards: tuple[Path, ...] = (),
-    dp: int = 1, expert_parallel: bool = False, redundant_experts: int = 0, expert_imbalance: float | None = None,
+    deployments: Sequence[Deployment], isl: int | Sequence[int] = 2048, osl: int | Sequence[int] = 256,
+    batch: int | Sequence[int] | str = 1, *, context: int | Sequence[int] | None = None, ep: int = 1,
+    compute_dtype: str | None = None, chunk_size: int | None = None, speculation: Speculation | None = None,
+    overlap_comm: bool = False, allow_long_context: bool = False, expert_imbalance: float | None = None,
     two_batch_overlap: bool | None = None, perf_model: str = "operators", max_num_seqs: int | None = None,
-    system: str | None = None,
 ) -> Result:
     """TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination.
 
-    ``perf_model``: ``"operators"`` (default; :mod:`kvplan.calc.operators`, vLLM's ``--tp``/``--dp``/
-    ``--enable-expert-parallel``) or ``"roofline"`` (three operator classes at one η pair,
-    :func:`kvplan.calc.roofline.forward_pass`). ``batch="max"``: the largest batch the KV pool holds.
-    ``ep`` (legacy) is ``--tp 1 --dp ep --enable-expert-parallel``.
+    ``deployments``: one per TP (:func:`kvplan.plans.build.step_deployments`), sharing the model,
+    hardware in its system (``node_hardware``: the links TP and EP traffic use), engine settings
+    (dtypes, efficiencies), attention DP and expert parallelism. ``perf_model``: ``"operators"``
+    (default; :mod:`kvplan.calc.operators`, vLLM's ``--tp``/``--dp``/``--enable-expert-parallel``)
+    or ``"roofline"`` (three operator classes at one η pair, :func:`kvplan.calc.roofline.forward_pass`).
+    ``batch="max"``: the largest batch the KV pool holds. ``ep`` (legacy) is ``--tp 1 --dp ep
+    --enable-expert-parallel``: under the per-operator model the deployments carry it.
     """
-    card = model if isinstance(model, ModelCard) else load_model(model, cards)
-    hw = with_system(hardware, system, cards)
+    if not deployments:
+        raise InputError("no deployment to time", "give at least one --tp")
+    first = deployments[0]
+    card, hw, settings, par = first.model, first.node_hardware, first.engine, first.parallel
+    kv_dtype, weights_dtype, engine, efficiencies = (settings.kv_dtype, settings.weights_dtype, settings.engine,
+                                                     settings.efficiencies)
+    dp, expert_parallel, redundant_experts = par.dp, par.expert_parallel, par.redundant_experts
+    tp = [d.tp for d in deployments]
     if perf_model not in ("operators", "roofline"):
         raise InputError(f"--perf-model must be operators or roofline (got {perf_model!r})",
                          "operators: per-operator efficiencies; roofline: one η pair for every operator")
@@ -237,19 +251,19 @@ def latency(
     if max_num_seqs is not None:
         check_positive("--max-num-seqs", [max_num_seqs])
     if ep > 1 and perf_model == "operators":
-        if dp != 1 or expert_parallel:
+        if not (expert_parallel and dp == ep and set(tps) == {1}):  # the deployments carry it (step_deployments)
             raise InputError("--ep N is --tp 1 --dp N --enable-expert-parallel; do not combine it with --dp",
                              "use --tp, --dp and --enable-expert-parallel (EP size = TP × DP)")
-        check_parallel_modes(card, tps, ep)
-        dp, expert_parallel, ep = ep, True, 1
+        ep = 1
     if contexts:
         check_positive("--context", contexts)
     if chunk_size is not None:
         check_positive("--chunk-size", [chunk_size])
     check_parallel_modes(card, tps, ep)
     check_context(card, isls, osls, contexts, allow_long_context)
-    profile = get_profile(engine)
-    cost = model_cost(card, profile, weights_dtype, kv_dtype, tps=tps)
+    profile = first.profile
+    shared = set(first.cost.layouts) >= set(tps)
+    cost = first.cost if shared else model_cost(card, profile, weights_dtype, kv_dtype, tps=tps)
     dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
     pass_fn, clamped, attn_dp = None, set(), ep
     if perf_model == "operators":
@@ -299,7 +313,7 @@ def latency(
     tpot = tpot_plain
     if speculation is not None:
         tpot, spec_cols, spec_notes = _speculative(card, cost, machine, speculation, b, s, o, ctx, t, attn_dp,
-                                                   kv_dtype, profile, overlap_comm, cards, tpot_plain, pass_fn)
+                                                   kv_dtype, profile, overlap_comm, tpot_plain, pass_fn)
         notes.extend(spec_notes)
     e2e = ttft + (o - 1) * tpot
     chunk_cols: dict[str, np.ndarray] = {}
@@ -365,13 +379,16 @@ def latency(
 
 
 def _speculative(card, cost, machine, spec: Speculation, b, s, o, ctx, t, ep, kv_dtype, profile, overlap_comm,
-                 cards, tpot_plain, pass_fn=None):
+                 tpot_plain, pass_fn=None):
     if spec.k < 1:
         raise InputError(f"--spec-k must be >= 1 (got {spec.k})", "the number of drafted tokens per step")
     if not 0 <= spec.alpha <= 1:
         raise InputError(f"--spec-alpha must be in [0, 1] (got {spec.alpha})", "per-token acceptance rate")
     if spec.draft_model is not None:
-        draft_card = load_model(spec.draft_model, cards)
+        draft_card = spec.draft_model
+        if not isinstance(draft_card, ModelCard):
+            raise InputError("--spec-draft: the draft model's card is resolved before planning",
+                             "pass the card (kvplan.plans.build.model_card) as Speculation.draft_model")
         draft = model_cost(draft_card, profile, "auto", kv_dtype, tps=sorted({int(x) for x in t}))
         notes = [f"speculative draft: {draft_card.name}, same tp as the target"]
     else:

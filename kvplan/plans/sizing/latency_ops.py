@@ -11,29 +11,6 @@ from kvplan.plans.sizing.perfmodel import load_tables, make_pass, weights_per_gp
 from kvplan.units import format_bytes, format_seconds
 
 
-def with_system(hardware, system, cards=()):
-    """The hardware card with a system's links: its scale-up link, NIC and scale-up domain replace the card's.
-
-    ``hardware`` may itself name a system card (its accelerator is loaded). A system holds the
-    NIC a multi-node instance (EP across nodes) talks over.
-    """
-    from kvplan.cards.schema import HardwareCard
-    from kvplan.plans.pd.link import load_side
-
-    if isinstance(hardware, HardwareCard) and system is None:
-        return hardware
-    side = load_side(hardware, system, tuple(cards))
-    hw, sys_card = side.hardware, side.system
-    if sys_card is None:
-        return hw
-    update = {"scale_up_domain": sys_card.scale_up_domain}
-    for name in ("scale_up", "nic"):
-        link = getattr(sys_card, name, None)
-        if link is not None:
-            update[name] = link
-    return hw.model_copy(update=update)
-
-
 @lru_cache(maxsize=1)
 def error_bands() -> dict:
     """Expected error per group (dense-batch1, dense-max, moe, prefill) from docs/validation.md §(e)."""

@@ -1,24 +1,25 @@
 """``kvplan size``: KV bytes per token, per sequence, per GPU and in total.
 
 One row per point of the Cartesian product of the given lists (seq × batch × KV dtype ×
-tp × pp × engine). For each (dtype, tp, pp, engine) the seq × batch grid is one vectorised
-numpy evaluation.
+tp × pp × engine). The planner takes the layouts (:class:`kvplan.plans.deployment.ModelLayout`,
+one per KV dtype × tp × pp × engine, resolved once by the deployment layer); for each the
+seq × batch grid is one vectorised numpy evaluation.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kvplan.calc.kv import KVLayout, kv_layout
-from kvplan.cards.loader import load_model
+from kvplan.calc.kv import KVLayout
 from kvplan.cards.schema import ModelCard
-from kvplan.engines import get_profile
 from kvplan.errors import InputError
 from kvplan.result import Result
+
+if TYPE_CHECKING:
+    from kvplan.plans.deployment import ModelLayout
 
 SIZE_COLUMNS = [
     "seq_len", "batch", "kv_dtype", "tp", "pp", "engine",
@@ -83,27 +84,27 @@ def explain_layout(card: ModelCard, layout: KVLayout, seq_len: int) -> list[str]
     return lines
 
 
-def size(
-    model: str | ModelCard, seq: int | Sequence[int] = 131072, batch: int | Sequence[int] = 1,
-    kv_dtype: str | Sequence[str] = "auto", tp: int | Sequence[int] = 1, pp: int | Sequence[int] = 1,
-    engine: str | Sequence[str] = "vllm", *, block_size: int | None = None,
-    max_num_batched_tokens: int | None = None, cards: tuple[Path, ...] = (),
-) -> Result:
-    """KV-cache size of ``model`` for every combination of the given values."""
-    card = model if isinstance(model, ModelCard) else load_model(model, cards)
+def size(layouts: Sequence[ModelLayout], seq: int | Sequence[int] = 131072, batch: int | Sequence[int] = 1, *,
+         max_num_batched_tokens: int | None = None) -> Result:
+    """KV-cache size of every layout (one model; :func:`kvplan.plans.deployment.model_layouts`) at every seq × batch.
+
+    ``max_num_batched_tokens`` is the setting the layouts were built with (it bounds vLLM's
+    sliding-window tokens, said in a note).
+    """
+    if not layouts:
+        raise InputError("no layout to size", "give at least one KV dtype, tp, pp and engine")
+    card = layouts[0].model
     seqs, batches = as_list(seq), as_list(batch)
     check_positive("--seq", seqs)
     check_positive("--batch", batches)
     rows, explain, assumptions = [], [], [card.resolution] if card.resolution else []
-    for dtype, t, p, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(pp), as_list(engine)):
-        layout = kv_layout(card, get_profile(eng), dtype, t, p, block_size=block_size,
-                           max_num_batched_tokens=max_num_batched_tokens)
-        rows.extend(size_rows(card, layout, eng, seqs, batches))
-        explain.extend(explain_layout(card, layout, max(seqs)))
+    for item in layouts:
+        rows.extend(size_rows(card, item.layout, item.profile.name, seqs, batches))
+        explain.extend(explain_layout(card, item.layout, max(seqs)))
     if max(seqs) > card.max_context:
         assumptions.append(f"seq {max(seqs):,} exceeds {card.name}'s max_position_embeddings "
                            f"({card.max_context:,}); the arithmetic is shown anyway")
-    if any(g.kind == "sliding" for g in card.layer_groups) and "vllm" in as_list(engine):
+    if any(g.kind == "sliding" for g in card.layer_groups) and any(item.profile.name == "vllm" for item in layouts):
         assumptions.append("vLLM sliding layers keep window − 1 + max_num_batched_tokens "
                            f"({max_num_batched_tokens or 8192}) tokens plus one page")
     return Result(title=f"KV cache size: {card.name}", rows=rows, columns=SIZE_COLUMNS,

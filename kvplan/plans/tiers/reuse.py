@@ -178,12 +178,11 @@ def reuse_input(*, trace: str | Path | None = None, trace_format: str = "auto", 
     if rate_per_s is None or isl is None or osl is None:
         raise InputError("no workload: give --trace FILE, or --qps, --isl and --osl",
                          "e.g. kvplan tier llama-3.1-70b --system hgx-h100-8 --trace conversation_trace.jsonl")
-    from kvplan.units import parse_seconds, parse_tokens
+    from kvplan.units import parse_tokens
     from kvplan.workload.synthetic import workload_from_flags
 
     spec = workload_from_flags(rate_per_s=rate_per_s, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,
-                               think_time_s=parse_seconds(think_time),
-                               shared_prefix_tokens=parse_tokens(shared_prefix, allow_zero=True))
+                               think_time=think_time, shared_prefix=shared_prefix)
     reuse = from_workload(spec, sample_requests=sample_requests, seed=seed)
     if rag_docs is not None:
         reuse = with_rag_documents(reuse, rag_docs, parse_tokens(rag_doc_tokens), rag_zipf, seed)

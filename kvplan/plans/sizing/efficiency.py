@@ -1,0 +1,30 @@
+"""The efficiencies a deployment's machine takes: η for memory bandwidth and FLOPS, and the per-step overhead.
+
+Each is given (a flag), else the hardware card's figure, else kvplan's documented default
+(:func:`kvplan.plans.sizing.latency.resolve_machine` says which it took). Kept apart from the
+roofline so that a deployment's settings load without the step-time model (``kvplan size``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.errors import InputError
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """η for memory bandwidth and FLOPS and the per-step overhead; None = card, then kvplan default."""
+
+    eta_mem: float | None = None
+    eta_flops: float | None = None
+    step_overhead_s: float | None = None
+
+
+def check_efficiencies(eff: Efficiencies) -> None:
+    for name, value in (("--eta-mem", eff.eta_mem), ("--eta-flops", eff.eta_flops)):
+        if value is not None and not 0 < value <= 1:
+            raise InputError(f"{name} must be in (0, 1] (got {value})", "an efficiency is a share of the peak")
+    if eff.step_overhead_s is not None and (eff.step_overhead_s < 0 or not math.isfinite(eff.step_overhead_s)):
+        raise InputError(f"--step-overhead must be >= 0 (got {eff.step_overhead_s})", "write it as 50us or 0.5ms")
