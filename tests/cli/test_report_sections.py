@@ -357,3 +357,26 @@ def test_the_shipped_review_plan_checks_and_reports_every_section(invoke, tmp_pa
     assert result.exit_code == 0, result.stderr
     headings = re.findall(r"^## (.+)$", (tmp_path / "review" / "report.md").read_text(), flags=re.M)
     assert headings == list(SECTIONS)
+
+
+def test_a_trace_plans_fleet_is_kvplan_plans_replay_sized_fleet(invoke, tmp_path):
+    """With a trace, kvplan plan sizes the fleet by its own replay; the report quotes that fleet, and the PD
+    verdict says the two are sized differently (kvplan pd has no replay)."""
+    trace = ROOT / "examples" / "traces" / "conversation_trace.jsonl"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"model: llama-3.1-70b\nsystem: hgx-h100-8\n"
+                    "engine: {tensor_parallel_size: 8, max_model_len: 128k, kv_cache_dtype: fp8}\n"
+                    f"workload: {{trace: {json.dumps(str(trace))}}}\nslo: {{ttft: p99<=5s, tpot: p99<=100ms}}\n"
+                    "report: {pd: true}\n")
+    result = invoke("report", plan, "--out", tmp_path / "r")
+    assert result.exit_code == 0, result.stderr
+    planned = invoke("plan", "llama-3.1-70b", "h100-sxm", "--system", "hgx-h100-8", "--tp", "8", "--trace", trace,
+                     "--ttft", "p99<=5s", "--tpot", "p99<=100ms", "--kv-dtype", "fp8", "--format", "json")
+    assert planned.exit_code == 0, planned.stderr
+    expected = json.loads(planned.stdout)[0]
+    (row,) = _csv(tmp_path / "r" / "fleet.csv")
+    assert row["sized_by"] == expected["sized_by"] == "replay"
+    assert int(row["total_gpus"]) == expected["total_gpus"] and int(row["instances"]) == expected["instances"]
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    assert f"- **{expected['total_gpus']} GPUs**: {expected['instances']} instance(s)" in markdown
+    assert "sized by its own replay of the trace, the PD plan by the closed form" in markdown

@@ -162,6 +162,8 @@ def compare_with_fleet(context: PlanContext, pd) -> tuple[dict, str]:
         basis = (f"{pd.xpyd} needs {_n(pd.total_gpus)} against {_n(fleet.total_gpus)} for this plan's "
                  "fleet")
     out["saving"], out["saving_unit"] = saving, unit
+    if fleet.sized_by == "replay":  # kvplan pd has no replay: say the two are sized differently
+        basis += " (this plan's fleet is sized by its own replay of the trace, the PD plan by the closed form)"
     if saving > 0:
         out["winner"] = "disaggregated"
         return out, f"disaggregation pays: {basis}, saving {saving:,.4g} {unit}"
