@@ -66,6 +66,16 @@ def bench_search() -> None:
         print(f"plan with search, llama-3.1-70b on h100-sxm at {qps} req/s ({sample:,}-request length sample): "
               f"search {t_search:.2f} s wall, {c_search:.2f} s CPU over {len(found.candidates)} shapes → "
               f"tp={found.best.shape.tp}, {found.best.total_gpus} GPUs; workload sample {t_work:.2f} s")
+    # a MoE model: TP, and attention DP × EP up to 32 GPUs (multi-node over the NIC), on the usual system
+    from kvplan.cards.loader import load_system
+
+    card, hw, system = load_model("deepseek-v3"), load_hardware("h200"), load_system("hgx-h200-8")
+    slos = [parse_slo("ttft", "p99<=3s"), parse_slo("tpot", "p99<=60ms")]
+    t_work, workload = best(lambda: fleet_workload(qps=10, isl="8k", osl="1k", sample_requests=100_000), runs=3)
+    t_search, c_search, found = best_cpu(lambda: search_shapes(card, hw, workload, slos, system=system), runs=3)
+    print(f"plan with search, deepseek-v3 on h200 (hgx-h200-8) at 10 req/s, 8k/1k: search {t_search:.2f} s wall, "
+          f"{c_search:.2f} s CPU over {len(found.candidates)} TP/DP/EP shapes → {found.best.shape.label()}, "
+          f"{found.best.total_gpus} GPUs; workload sample {t_work:.2f} s")
 
 
 def main() -> None:

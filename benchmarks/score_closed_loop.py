@@ -5,9 +5,13 @@ Run: python benchmarks/score_closed_loop.py [--markdown]
 Every row of the scoring set (none of them tunes a default) is replayed as the benchmark ran it:
 the row's model card, hardware card, TP, weights and KV dtypes, engine, ISL/OSL (fixed lengths:
 the random datasets' range ratio 1; the vLLM blog's ±15% taken at its centres), concurrency and
-request count, one instance. Printed per row: the measured and predicted output tokens/s, median
+request count, one instance, with the row's parallel layout: SGLang's ``--enable-dp-attention`` rows
+(``attention_dp`` 8) as attention DP over the 8 GPUs with the experts split over them (``-tp 1 -dp 8
+--enable-expert-parallel``; SGLang 0.4.3 keeps the MoE layers tensor parallel, which kvplan does not
+plan, so the experts are split as EP — the same bytes per GPU); TensorRT-LLM's ``--ep_size 4`` inside
+TP 8 as TP 8. Printed per row: the measured and predicted output tokens/s, median
 TTFT and median ITL/TPOT where the source prints them, and the signed error; then median |error|,
-median signed error (bias) and p90 |error| per metric.
+median signed error (bias) and p90 |error| per metric, over all rows and per group (dense; MoE on each GPU).
 """
 
 from __future__ import annotations
@@ -46,14 +50,16 @@ def main() -> None:
     print("| source row | engine | model / hw / tp | ISL/OSL | C | out tok/s measured / predicted (err) | "
           "TTFT p50 ms m / p (err) | ITL or TPOT p50 ms m / p (err) |")
     print("|---|---|---|---|---:|---|---|---|")
-    cache = {}
+    cache, groups = {}, {}
     for r in rows:
-        key = (r["model_card"], r["hardware_card"], int(r["tp"]), r["weights_dtype"], _kv(r["kv_dtype"]), _engine(r["engine"]))
+        dp = int(r["attention_dp"] or 1)
+        key = (r["model_card"], r["hardware_card"], int(r["tp"]) // dp, r["weights_dtype"], _kv(r["kv_dtype"]),
+               _engine(r["engine"]), dp)
         if key not in cache:
             try:
                 cache[key] = resolve(key[0], key[1], engine=EngineSettings(engine=key[5], kv_dtype=key[4],
                                                                           weights_dtype=key[3]),
-                                     parallel=Parallelism(tp=key[2]))
+                                     parallel=Parallelism(tp=key[2], dp=dp, expert_parallel=dp > 1))
             except Exception as exc:  # a card or dtype kvplan lacks: reported, not scored
                 cache[key] = exc
         dep = cache[key]
@@ -72,10 +78,13 @@ def main() -> None:
             if measured and predicted:
                 err = (predicted - measured) / measured
                 errors[metric].append(err)
+                group = "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
+                groups.setdefault((metric, group), []).append(err)
                 cells.append(f"{measured:,.4g} / {predicted:,.4g} ({err:+.0%})")
             else:
                 cells.append("—")
-        print(f"| {r['source_locator'][:60]} | {r['engine']} | {key[0]} / {key[1]} / tp{key[2]} | {isl}/{osl} | "
+        print(f"| {r['source_locator'][:60]} | {r['engine']} | {key[0]} / {key[1]} / tp{key[2]}"
+              + (f" dp{dp}" if dp > 1 else "") + f" | {isl}/{osl} | "
               f"{r['concurrency']} | " + " | ".join(cells) + " |")
     print()
     for metric, errs in errors.items():
@@ -83,6 +92,13 @@ def main() -> None:
             e = np.asarray(errs)
             print(f"{metric}: {e.size} rows, median |error| {np.median(np.abs(e)):.1%}, bias (median signed) "
                   f"{np.median(e):+.1%}, p90 |error| {np.percentile(np.abs(e), 90):.1%}")
+    print()
+    print("| metric | group | rows | median abs. error | bias | p90 abs. error |")
+    print("|---|---|---:|---:|---:|---:|")
+    for (metric, group), errs in sorted(groups.items()):
+        e = np.asarray(errs)
+        print(f"| {metric} | {group} | {e.size} | {np.median(np.abs(e)):.0%} | {np.median(e):+.0%} | "
+              f"{np.percentile(np.abs(e), 90):.0%} |")
 
 
 if __name__ == "__main__":

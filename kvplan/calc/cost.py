@@ -68,6 +68,7 @@ class ModelCost:
     groups: tuple[AttentionGroup, ...]
     layouts: dict = field(compare=False, repr=False)  # tp -> KVLayout (reads: no paging)
     kv_scale: float = 1.0
+    max_nodes_per_token: int | None = None   # node-limited routing (card moe.max_nodes_per_token)
 
     @property
     def dense_weight_bytes(self) -> float:
@@ -217,5 +218,5 @@ def model_cost(
         lm_head_params=float(lm_head_params),
         groups=tuple(_attention_group(card, g, engine.mla_decompressed or engine.transformers)
                      for g in card.layer_groups),
-        layouts=layouts,
+        layouts=layouts, max_nodes_per_token=moe.max_nodes_per_token if moe else None,
     )

@@ -17,7 +17,8 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
     LM head                      W_lm / tp, 2 V h rows_a / tp                       η_gemm(M = rows_a)
     t_op = SOL_op / η_op(size)   (table curve), or max(bytes/(BW η_mem), FLOPs/(peak η_flops)) (card)
     comm = (2L + 1) all-reduce(n_a h 2 B) over tp                       when tp > 1
-         + 2 L_moe all-to-all(n / (tp dp) × k × h × 2 B) over ep         dispatch + combine (EP)
+         + L_moe (dispatch + combine)(n / (tp dp) tokens per rank) over ep   EP (kvplan.calc.alltoall:
+           FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)
          + 2 L_moe all-gather/reduce-scatter(n h 2 B) over tp dp         MoE without EP, dp > 1
     time = Σ_op t_op + comm + overhead(B),  overhead(B) = base + per_seq × B / dp
            (comm overlapped — max(Σ t_op, comm) — with two-batch overlap or ``overlap_comm``)
@@ -26,10 +27,13 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
 waits for the slowest rank. Redundant experts (EPLB) put ``(E + R) / ep`` experts on each
 rank, so EP sizes that do not divide E work when ``ep`` divides ``E + R``.
 
-The all-to-all between ranks in different scale-up domains is hierarchical: of a rank's
-message, ``(g − 1)/p`` stays inside its domain of g GPUs (scale-up link) and ``(p − g)/p``
-crosses the NIC; the two proceed at once: ``max(in / BW_up, out / BW_nic) + α``.
-A measured collective table, where one is given, replaces the formula for that op and rank count.
+The EP all-to-all is :func:`kvplan.calc.alltoall.ep_alltoall_s` (one function for this model
+and the roofline): inside one scale-up domain the copies go over the scale-up link; across
+domains prefill sends each token once per destination node over the NIC and forwards it over
+NVLink, decode sends every (token, expert) copy over RDMA. :func:`alltoall_hierarchical_s` (a
+generic all-to-all split between the links) is kept for callers pricing other all-to-alls.
+A measured collective table, where one is given, replaces the TP / gather formulas for that op
+and rank count.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kvplan.calc.alltoall import ep_alltoall_s
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve
 from kvplan.calc.moe import experts_touched
 from kvplan.calc.roofline import ACTIVATION_BYTES, Machine, ModelCost, PassCost, allreduce_s
@@ -58,6 +63,9 @@ class Parallel:
     redundant_experts: int = 0
     imbalance: float = 1.0          # hottest EP rank's routed tokens / the mean
     overlap_comm: bool = False      # two-batch overlap or --overlap-comm: comm hidden behind compute
+    # the EP all-to-all's kernels: "deepep" (vLLM / SGLang wide EP: kvplan.calc.alltoall) or "generic" (an
+    # engine with its own kernels, TensorRT-LLM: k bf16 copies per token split over the links)
+    alltoall: str = "deepep"
 
     def gpus(self):
         return np.asarray(self.tp, dtype=np.float64) * np.asarray(self.dp, dtype=np.float64)
@@ -321,7 +329,9 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     comm = (2 * cost.layers + 1) * _collective(effs, "all_reduce", message, tp,
                                                 allreduce_s(message, tp, up_bw, up_lat))
     if cost.is_moe:
-        if par.expert_parallel:
+        if par.expert_parallel and par.alltoall == "deepep":
+            comm = comm + cost.moe_layers * ep_alltoall_s(cost, machine, n / gpus, gpus, phase=phase)
+        elif par.expert_parallel:
             msg = n / gpus * cost.experts_per_token * cost.hidden_size * ACTIVATION_BYTES
             a2a = _collective(effs, "all_to_all", msg, gpus, alltoall_hierarchical_s(msg, gpus, machine))
             comm = comm + 2 * cost.moe_layers * a2a

@@ -7,7 +7,10 @@ One forward pass over ``n`` new tokens on one GPU (SI units: bytes, FLOP, second
     per operator class o ∈ {dense GEMMs (+ LM head), routed-expert GEMMs, attention}:
       t_o    = max(bytes_o / (HBM bandwidth × η_mem), FLOPs_o / (peak FLOPS of the compute dtype × η_flops))
     comm     = (2 × layers + 1) × all-reduce(n × hidden × 2 B)        tensor parallel
-             + 2 × moe_layers × all-to-all(n/ep × k × hidden × 2 B)    expert parallel
+             + moe_layers × (dispatch + combine)(n/ep tokens per rank)  expert parallel
+               (:func:`kvplan.calc.alltoall.ep_alltoall_s`: FP8 dispatch, BF16 combine, DeepEP's
+               normal kernels for prefill — once per destination node over the NIC — and
+               low-latency kernels for decode)
     time     = Σ_o t_o + comm + step overhead   (comm not overlapped by default;
                ``overlap_comm``: max(Σ_o t_o, comm) + overhead)
     floor    = max(bytes / peak bandwidth, FLOPs / peak FLOPS)        the physical limit
@@ -54,8 +57,9 @@ embedding, as aiconfigurator's LLAMA model charges ``ar_1``, ``ar_2`` and ``embe
 ``2 (tp − 1)/tp × message / link bandwidth + link latency`` per all-reduce. Expert parallelism
 is modelled as in DP-attention + EP deployments (SGLang ``--enable-dp-attention``, DeepSeek's
 wide EP): attention runs data-parallel over the ``ep`` ranks (tp = 1), each rank holds ``E/ep``
-experts, and every MoE layer dispatches and combines its tokens with two all-to-alls of
-``(n/ep) × k × hidden × 2 B × (ep − 1)/ep`` per rank. Load imbalance between ranks is not modelled.
+experts, and every MoE layer dispatches and combines its tokens (priced by
+:func:`kvplan.calc.alltoall.ep_alltoall_s`, the same function the per-operator model uses).
+Load imbalance between ranks is not modelled.
 
 Every function broadcasts over numpy arrays (batch, context, tp, …), so one point and a
 million-point sweep are the same code path.
@@ -71,9 +75,10 @@ import numpy as np
 
 from kvplan.calc.cost import (AttentionGroup, ModelCost, compute_dtype_for, cumulative_keys,  # noqa: F401
                                model_cost, read_profile)
+from kvplan.calc.alltoall import ep_alltoall_s
 from kvplan.calc.moe import experts_touched
 
-ACTIVATION_BYTES = 2  # bf16/fp16 activations on the wire (TP all-reduce, EP all-to-all)
+ACTIVATION_BYTES = 2  # bf16/fp16 activations on the wire (TP all-reduce; EP: kvplan.calc.alltoall)
 
 
 # --------------------------------------------------------------------------- hardware figures
@@ -203,7 +208,7 @@ class PassCost:
 
 def forward_pass(
     cost: ModelCost, machine: Machine, *, tokens, kv_bytes, attention_flops, lm_head_rows,
-    tp=1, ep=1, overlap_comm: bool = False, **_ignored,
+    tp=1, ep=1, overlap_comm: bool = False, phase: str | None = None, **_ignored,
 ) -> PassCost:
     """One forward pass of ``tokens`` new tokens over an instance of tp × ep GPUs (per-GPU terms).
 
@@ -217,7 +222,8 @@ def forward_pass(
     memory-bound and the sum is (all bytes)/(BW η); at large batch the GEMMs turn compute-bound
     while attention stays memory-bound, and the sum is what the kernels, run one after the
     other, take. The floor is the whole pass at peak with perfect overlap:
-    max(all bytes / BW, all FLOPs / peak).
+    max(all bytes / BW, all FLOPs / peak). ``phase`` ("prefill" / "decode", default decode)
+    picks DeepEP's kernel family for the expert all-to-all.
     """
     tp = np.asarray(tp, dtype=np.float64)
     ep = np.asarray(ep, dtype=np.float64)
@@ -241,7 +247,7 @@ def forward_pass(
     message = n * cost.hidden_size * ACTIVATION_BYTES
     comm = (2 * cost.layers + 1) * allreduce_s(message, tp, bw, lat)
     if cost.is_moe:
-        comm = comm + 2 * cost.moe_layers * alltoall_s(message / ep * cost.experts_per_token, ep, bw, lat)
+        comm = comm + cost.moe_layers * ep_alltoall_s(cost, machine, n / ep, ep, phase=phase)
     if overlap_comm:
         time_s = np.maximum(kernels, comm) + machine.step_overhead_s
     else:
@@ -326,7 +332,7 @@ def prefill(
 
 
 def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_tokens, chunk_tokens, *,
-                     tp=1, ep=1, overlap_comm=False, pass_fn=None):
+                     tp=1, ep=1, overlap_comm=False, pass_fn=None, dp=1):
     """Steps that fuse ``batch`` decode tokens at ``context`` with one C-token chunk of a new prompt.
 
     Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
@@ -337,6 +343,12 @@ def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_t
     ``chunk_attention_flops``) at the prefill efficiency of an S-token prompt, CUDA-graph padding
     of the step's token count (vLLM pads a mixed batch to its captured sizes only up to the
     largest one).
+
+    ``dp`` > 1: one attention data-parallel rank of an instance of ``dp`` ranks stepping in lock
+    step with the others equally loaded (``batch`` decoders and one such chunk on every rank, as
+    pd's prefill pools are timed): the pass carries ``dp`` × the rank's tokens, attention FLOPs and
+    LM-head rows with the MoE layers over ``ep = dp``; KV bytes are the rank's (``ep`` is then ``dp``).
+    With ``dp`` = 1, ``ep`` > 1 is the instance-level view (``batch`` over all ranks, KV ÷ ``ep``).
     """
     b, ctx, s, c, tpa, epa = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
                                                    (batch, context, prompt_tokens, chunk_tokens, tp, ep)))
@@ -348,15 +360,16 @@ def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_t
     end = np.minimum(start + c[..., None], s[..., None])
     start, end = np.where(valid, start, 0.0), np.where(valid, end, 0.0)
     tp_b, ep_b, b_b, ctx_b = tpa[..., None], epa[..., None], b[..., None], ctx[..., None]
-    kv = (b_b * cost.kv_sequence_bytes(ctx_b, tp_b) + (end - start) * cost.kv_token_bytes(tp_b)
-          + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
-    attention = b_b * cost.decode_attention_flops(ctx_b) + cost.prefill_attention_flops(start, end)
-    rows = b_b + (end >= s[..., None])
-    chunk_kv = ((end - start) * cost.kv_token_bytes(tp_b) + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / ep_b
-    chunk_flops = cost.prefill_attention_flops(start, end)
-    step = (pass_fn or forward_pass)(cost, machine, tokens=b_b + end - start, kv_bytes=kv, attention_flops=attention,
-                                     lm_head_rows=rows, tp=tp_b, ep=ep_b, overlap_comm=overlap_comm,
-                                     batch=b_b + 1, context=ctx_b, phase="mixed", chunk_kv_bytes=chunk_kv,
+    kv_div = ep_b if dp == 1 else 1.0
+    chunk_kv = ((end - start) * cost.kv_token_bytes(tp_b) + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / kv_div
+    kv = b_b * cost.kv_sequence_bytes(ctx_b, tp_b) / kv_div + chunk_kv
+    chunk_flops = dp * cost.prefill_attention_flops(start, end)
+    attention = dp * b_b * cost.decode_attention_flops(ctx_b) + chunk_flops
+    rows = dp * (b_b + (end >= s[..., None]))
+    step = (pass_fn or forward_pass)(cost, machine, tokens=dp * (b_b + end - start), kv_bytes=kv,
+                                     attention_flops=attention, lm_head_rows=rows, tp=tp_b,
+                                     ep=ep_b if dp == 1 else dp, overlap_comm=overlap_comm,
+                                     batch=dp * (b_b + 1), context=ctx_b, phase="mixed", chunk_kv_bytes=chunk_kv,
                                      chunk_attention_flops=chunk_flops, chunk_context=s[..., None]).time_s
     total = np.where(valid, step, 0.0).sum(axis=-1)
     return total / chunks, total

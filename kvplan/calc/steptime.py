@@ -3,10 +3,10 @@
 Every planner (``plan``, ``pd``, ``tier``, the replay in :mod:`kvplan.sim`) asks the same four
 questions of an instance of ``tp × dp`` GPUs (attention data parallel over ``dp`` ranks)::
 
-    decode(b, L)              one decode step of b sequences at context L    (decode_step)
+    decode(b, L)              one decode step of b sequences (all ranks) at context L  (decode_step)
     prefill(b, S, C)          b prompts of S tokens in passes of C tokens     (prefill)
     mixed_chunk(b, L, S, C)   a prompt of S tokens in C-token chunks, each sharing a step with
-                              b decoders at context L: (mean step, total)      (mixed_chunk_step)
+                              b decoders at context L, per DP rank: (mean step, total) (mixed_chunk_step)
     suffix_prefill(a, S)      positions a+1 … S of a prompt whose first a tokens are cached
 
 :class:`StepTimes` answers them with one pass function resolved once per deployment: the
@@ -57,9 +57,10 @@ class StepTimes:
                        overlap_comm=self.overlap_comm, pass_fn=self.pass_fn)
 
     def mixed_chunk(self, batch, context, prompt_tokens, chunk_tokens):
-        """(mean step over the chunks, total prefill time) of a prompt chunked alongside ``batch`` decoders."""
+        """(mean step over the chunks, total prefill time) of a prompt chunked alongside ``batch`` decoders,
+        per attention-DP rank (every rank with ``batch`` decoders and one such chunk, in lock step)."""
         return mixed_chunk_step(self.cost, self.machine, batch, context, prompt_tokens, chunk_tokens, tp=self.tp,
-                                ep=self.dp, overlap_comm=self.overlap_comm, pass_fn=self.pass_fn)
+                                ep=self.dp, overlap_comm=self.overlap_comm, pass_fn=self.pass_fn, dp=self.dp)
 
     def suffix_prefill_s(self, cached_tokens, prompt_tokens):
         return tiering.suffix_prefill_s(self.cost, self.machine, cached_tokens, prompt_tokens, tp=self.tp, dp=self.dp,

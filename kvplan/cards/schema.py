@@ -129,6 +129,8 @@ class MoE(StrictModel):
     num_moe_layers: int = Field(gt=0, le=MAX_LAYERS)
     expert_params: int = Field(gt=0, le=MAX_PARAMS)
     num_shared_experts: int = Field(default=0, ge=0, le=MAX_EXPERTS)
+    # node-limited routing: a token's routed experts lie on at most this many EP nodes (DeepSeek-V3's M)
+    max_nodes_per_token: int | None = Field(default=None, gt=0, le=MAX_EXPERTS)
 
     @model_validator(mode="after")
     def _top_k_le_experts(self):

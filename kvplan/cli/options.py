@@ -49,6 +49,9 @@ ComputeDtypeOpt = Annotated[Optional[str], typer.Option(
     "--compute-dtype", help="Tensor-core dtype of the GEMMs (default: from the weights; int4/mxfp4 → model dtype).")]
 EPOpt = Annotated[int, typer.Option("--ep", "--expert-parallel-size",
                                     help="Expert-parallel ranks (data-parallel attention, tp 1).")]
+RedundantExpertsOpt = Annotated[Optional[int], typer.Option(
+    "--ep-redundant-experts", "--num-redundant-experts",
+    help="Redundant expert replicas (EPLB; default with EP: the fewest that let EP divide the experts).")]
 # workloads: synthetic (--qps/--isl/--osl, sessions) or a trace file (workload, plan, pd, tier, route)
 TraceFormatOpt = Annotated[str, typer.Option("--trace-format", help="auto, azure, mooncake or csv.")]
 ColumnsOpt = Annotated[Optional[str], typer.Option(
@@ -60,6 +63,8 @@ SkipBadRowsOpt = Annotated[bool, typer.Option(
 CacheTokensOpt = Annotated[Optional[str], typer.Option(
     "--cache-tokens", help="Prefix-cache size in tokens (k = 1024, M = 1024²): workload: LRU sizes, e.g. 3M,10M,50M; "
                            "route: per instance (default with a deployment: its KV pool).")]
+MaxUtilizationOpt = Annotated[float, typer.Option(
+    "--max-utilization", help="Queue utilisation ceiling (plan: without a TTFT SLO; pd: the prefill pool, default 0.9).")]
 RateOpt = Annotated[Optional[float], typer.Option(
     "--rate", "--qps", help="Request arrival rate, requests/s (plan with --trace: the trace is rescaled to it).")]
 LENGTH_HELP = "2k (fixed), 1k:8k (lognormal mean:p99), mean=1k,p99=8k or p50=1k,p90=3k,p99=8k"

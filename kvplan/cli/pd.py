@@ -8,10 +8,11 @@ import typer
 
 from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (AllowLongContextOpt, CardsOpt, ChunkSizeOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt,
-                                ExpertParallelOpt, ExplainOpt, FormatOpt, GpuUtilOpt, IslOpt, KVDtypeOneOpt,
-                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, StepOverheadOpt, SystemOpt, TpotDefaultOpt,
+                                ExpertParallelOpt, MaxUtilizationOpt, ExplainOpt, FormatOpt, GpuCostOpt, GpuUtilOpt, IslOpt, KVDtypeOneOpt,
+                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, RedundantExpertsOpt, StepOverheadOpt, SystemOpt, TpotDefaultOpt,
                                 TraceFormatOpt, TraceOpt, TtftDefaultOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
                                 emit, output_format)
+from kvplan.plans.fleet.cost import parse_gpu_cost
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd
@@ -53,6 +54,7 @@ def pd_command(
     trace_format: TraceFormatOpt = "auto",
     ttft: TtftDefaultOpt = "p99<=4s",
     tpot: TpotDefaultOpt = "p99<=100ms",
+    max_utilization: MaxUtilizationOpt = 0.9,
     prefill_tp: Annotated[Optional[str], typer.Option(
         "--prefill-tp", help="Prefill TP sizes to search (one value fixes it; default 1,2,4,8, with EP 1).")] = None,
     decode_tp: Annotated[Optional[str], typer.Option(
@@ -63,9 +65,7 @@ def pd_command(
     decode_dp: Annotated[Optional[str], typer.Option(
         "--decode-dp", help="Decode attention data-parallel sizes per instance (DeepSeek decode: 144).")] = None,
     enable_expert_parallel: ExpertParallelOpt = False,
-    ep_redundant_experts: Annotated[Optional[int], typer.Option(
-        "--ep-redundant-experts", help="Redundant (replicated) routed experts per instance, EPLB (DeepSeek: 32; "
-                                       "default with EP: the fewest that let EP divide the experts).")] = None,
+    ep_redundant_experts: RedundantExpertsOpt = None,
     placements: Annotated[bool, typer.Option(
         "--placements", help="Plan the chosen shapes in one scale-up domain, in separate partitions and across "
                              "domains (rows 'placement: …'), and say which the planner picks.")] = False,
@@ -101,6 +101,7 @@ def pd_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     perf_model: PerfModelOpt = "operators",
+    gpu_cost: GpuCostOpt = None,
     no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
     allow_long_context: AllowLongContextOpt = False,
@@ -133,7 +134,8 @@ def pd_command(
         link_bandwidth_bytes_per_s=parse_bandwidth(link_bandwidth) if link_bandwidth else None,
         link_efficiency=link_efficiency, link_latency_s=parse_seconds(link_latency) if link_latency else None,
         settings=settings, aggregated=not no_aggregated, sensitivity=not no_sensitivity,
-        allow_long_context=allow_long_context, cards=cards_dirs(cards),
+        gpu_cost=parse_gpu_cost(gpu_cost, cards_dirs(cards)) or None,
+        allow_long_context=allow_long_context, cards=cards_dirs(cards), max_utilization=max_utilization,
     )
     fmt = output_format(fmt, output)
     explain = explain or checklist

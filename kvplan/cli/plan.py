@@ -6,10 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt, ArrivalCVOpt, BlockOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
-                                ColumnsOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt,
+from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt, ArrivalCVOpt, MaxUtilizationOpt, BlockOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
+                                ColumnsOpt, EngineOneOpt, ExpertParallelOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt,
                                 HardwareArg, IslOpt, KVDtypeOneOpt, MaxNumSeqsOpt, ModelArg, OslOpt, OutputOpt,
-                                RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, StepOverheadOpt,
+                                RateOpt, RedundantExpertsOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, StepOverheadOpt,
                                 SystemOpt, TPListOpt, ThinkTimeOpt, TimestampUnitOpt, TpotOpt, TraceFormatOpt,
                                 TraceOpt, TtftOpt, TurnsOpt, WeightsDtypeOpt, cards_dirs, efficiencies, emit,
                                 output_format)
@@ -58,6 +58,9 @@ def plan_command(
     tpot: TpotOpt = None,
     tp: TPListOpt = None,
     pp: Annotated[Optional[str], typer.Option("--pp", "-pp", "--pipeline-parallel-size", help="Pipeline stages per instance: one value or a list (default 1, more only where the weights need it).")] = None,
+    dp: Annotated[Optional[str], typer.Option("--dp", "-dp", "--data-parallel-size", help="Attention data-parallel ranks per instance (MoE, with expert parallelism): one value pins it, a list is searched (default for MoE: 1,2,4,8,16,32).")] = None,
+    enable_expert_parallel: ExpertParallelOpt = False,
+    ep_redundant_experts: RedundantExpertsOpt = None,
     engine: EngineOneOpt = "vllm",
     kv_dtype: KVDtypeOneOpt = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
@@ -71,7 +74,7 @@ def plan_command(
     perf_model: PerfModelOpt = "operators",
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     gpu_cost: GpuCostOpt = None,
-    max_utilization: Annotated[float, typer.Option("--max-utilization", help="Queue utilisation ceiling without a TTFT SLO.")] = 0.9,
+    max_utilization: MaxUtilizationOpt = 0.9,
     scale: Annotated[str, typer.Option("--scale", help="Rate multipliers for the scale-out table.")] = "2,5,10",
     concurrency: ConcurrencyOpt = None,
     instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
@@ -101,6 +104,7 @@ def plan_command(
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), perf_model=perf_model)
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
+    dps = _tps(dp, "--dp") if dp is not None else None
     if chart is not None and (concurrency is None or chart.suffix.lower() != ".png"):
         from kvplan.errors import InputError
 
@@ -108,7 +112,8 @@ def plan_command(
                          "e.g. --concurrency 1,8,32,128 --chart curve.png")
     closed = None if concurrency is None else _tps(concurrency, "--concurrency")
     answer = fleet_answer(model, hardware, workload, slos, settings,
-                          concurrency=closed, instances=instances, tps=tps, pps=pps,
+                          concurrency=closed, instances=instances, tps=tps, pps=pps, dps=dps,
+                          expert_parallel=enable_expert_parallel or None, redundant_experts=ep_redundant_experts,
                           scale=() if closed else _float_list(scale), simulate=simulate, sim_requests=sim_requests,
                           seed=seed, max_gpus=max_gpus, max_utilization=max_utilization,
                           allow_long_context=allow_long_context, system=system,

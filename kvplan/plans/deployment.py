@@ -61,6 +61,14 @@ class EngineSettings:
     perf_model: str = "operators"     # kvplan's step-time model: operators (per-operator) or roofline
 
 
+def fewest_redundant_experts(card: ModelCard, ep: int) -> int:
+    """EPLB replicas that let ``ep`` ranks divide the routed experts: ``(−E) mod ep`` (0 for a dense model).
+
+    DeepSeek-V3's 256 experts over EP144 → 32 (its day-6 decode units); over EP8 → 0.
+    """
+    return (-card.moe.num_experts) % ep if card.moe is not None else 0
+
+
 @dataclass(frozen=True)
 class Parallelism:
     """GPUs of one instance: tensor × pipeline × attention data parallel; experts split over TP × DP with EP."""

@@ -35,10 +35,13 @@ def presentation(result: Result) -> list[Result]:
             ("instances × GPUs each = GPUs", f"{row['instances']:,} × {row['gpus_per_instance']} = {row['total_gpus']:,}"
              + (f" on {row['nodes']:,} node{'s' if row['nodes'] != 1 else ''} of {row['accelerators_per_node']} "
                 f"({row['system']})" if row.get("nodes") else "")),
-            ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}"),
+            ("batch per instance (max_num_seqs to set)", f"{row['batch_per_instance']:,}") if row.get("dp", 1) == 1
+            else ("batch per instance = DP ranks × batch per rank (max_num_seqs to set)",
+                  f"{row['dp']} × {row['batch_per_rank']:,} = {row['batch_per_instance']:,}"),
             ("batch limits: KV (CLT p99) / KV at mean C / KV at p99 C / TPOT SLO",
              " / ".join(_count(row.get(k)) for k in ("batch_kv", "batch_kv_mean", "batch_kv_p99", "batch_tpot"))),
-            ("mean batch per instance", f"{row['batch_mean']:,.3g}"),
+            ("mean batch per instance", f"{row['batch_mean']:,.3g}") if row.get("dp", 1) == 1
+            else ("mean batch per DP rank", f"{row['batch_mean']:,.3g}"),
             ("concurrency (Little: λ × time in system)", f"{row['concurrency']:,.4g}"),
             ("KV demand at mean / p99 final context (fleet)",
              f"{format_bytes(row['kv_demand_mean_bytes'])} / {format_bytes(row['kv_demand_p99_bytes'])}"),
@@ -75,7 +78,7 @@ def presentation(result: Result) -> list[Result]:
         shown = [{**r, "binding_constraint": r["binding_constraint"] if r["feasible"]
                   else f"{r['binding_constraint']}: {r['reason']}"} for r in others]
         tables.append(Result(title="Runners-up: the other instance shapes searched", rows=shown,
-                             columns=["tp", "pp", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
+                             columns=["tp", "pp", "dp", "ep", "instances", "total_gpus", "batch_per_instance", "ttft_p99_s",
                                       "tpot_p99_s", "binding_constraint", "feasible"]))
     scale = [r for r in result.rows if r.get("kind") == "scale"]
     if scale:
@@ -83,7 +86,8 @@ def presentation(result: Result) -> list[Result]:
                   "binding_constraint": r["binding_constraint"] if r["feasible"] else f"{r['binding_constraint']}: {r['reason']}"}
                  for r in scale]
         tables.append(Result(title=f"Scaling out: the same workload at higher rates (tp={row['tp']}"
-                             + (f" pp={row['pp']}" if row["pp"] > 1 else "") + " instances)", rows=shown,
+                             + (f" pp={row['pp']}" if row["pp"] > 1 else "") + (f" dp={row['dp']}" if row.get("dp", 1) > 1 else "")
+                             + (f" ep={row['ep']}" if row.get("expert_parallel") else "") + " instances)", rows=shown,
                              columns=SCALE_COLUMNS))
     return tables
 

@@ -24,19 +24,19 @@ def simulate_plan(plan, workload, requests: int | None = 10_000, seed: int = 0) 
     simulated but not measured, at least 5% and at most 25% at each end: the fleet starts empty
     and drains at the end.
     """
-    if plan.instances is None or not plan.batch_per_instance:
+    if plan.instances is None or not plan.batch_per_rank:
         raise ValueError("only a plan with a fleet can be simulated")
     setup = plan.setup
     trace = workload.replay(requests, seed)
-    chunk = plan.engine.chunk_tokens
-    steps = build_step_model(setup["cost"], setup["machine"], plan.shape.tp, chunk + plan.batch_per_instance,
-                             workload.lengths.decode_context, steps=setup.get("steps"))
+    chunk, dp = plan.engine.chunk_tokens, plan.shape.dp  # attention-DP ranks are the simulator's instances
+    steps = build_step_model(setup["cost"], setup["machine"], plan.shape.tp, chunk + plan.batch_per_rank,
+                             workload.lengths.decode_context, dp=dp, steps=setup.get("steps"))
     context = np.maximum(trace.isl, 1) + np.maximum(trace.osl, 1)
     kv = setup["layout"].sequence_bytes(context, per_gpu=True)
     span = float(trace.arrival_s[-1] - trace.arrival_s[0]) if trace.requests > 1 else 0.0
     residence = plan.point.residence_s if plan.point is not None else 0.0
     edge = min(max(2 * residence / span if span > 0 else 0.0, 0.05), 0.25)
-    config = SimConfig(instances=plan.instances, max_batch=plan.batch_per_instance, chunk_tokens=chunk,
+    config = SimConfig(instances=plan.instances * dp, max_batch=plan.batch_per_rank, chunk_tokens=chunk,
                        kv_pool_bytes=plan.figures.pool_bytes_per_gpu, warmup_fraction=edge,
                        cooldown_fraction=edge if edge > 0.05 else 0.0)
     return simulate(trace.arrival_s, trace.isl, trace.osl, kv, steps, config)

@@ -102,15 +102,22 @@ class OperatorStepModel:
 
 
 def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> OperatorStepModel:
-    """Tabulate ``steps.pass_fn`` (a per-operator pass) for n, r, b = 0 … ``max_tokens`` (module docstring)."""
+    """Tabulate ``steps.pass_fn`` (a per-operator pass) for n, r, b = 0 … ``max_tokens`` (module docstring).
+
+    With ``steps.dp`` > 1 the table is one attention data-parallel rank's, stepping in lock step with
+    ``dp − 1`` equally loaded others (as :func:`kvplan.sim.steps.build_step_model`): n, r, b and the
+    attention FLOPs are the rank's and the pass carries ``dp`` × them (the experts over ``ep = dp``,
+    the EP all-to-all of :mod:`kvplan.calc.alltoall`); KV bytes are the rank's, per GPU.
+    """
     cost, machine, tp, dp = steps.cost, steps.machine, steps.tp, steps.dp
     ctx = max(float(decode_context), 1.0)
     n = np.arange(max_tokens + 1, dtype=np.float64)
     zero = np.zeros_like(n)
 
-    def run(phase, tokens, rows, kv, flops, batch):
-        return steps.pass_fn(cost, machine, tp=tp, ep=dp, tokens=tokens, kv_bytes=kv, attention_flops=flops,
-                             lm_head_rows=rows, batch=batch, context=ctx + zero, phase=phase,
+    def run(phase, tokens, rows, kv, flops, batch, context=None):
+        return steps.pass_fn(cost, machine, tp=tp, ep=dp, tokens=dp * tokens, kv_bytes=kv, attention_flops=dp * flops,
+                             lm_head_rows=dp * rows, batch=dp * batch,
+                             context=ctx + np.zeros_like(tokens) if context is None else context, phase=phase,
                              overlap_comm=steps.overlap_comm)
 
     def op(p, i):
@@ -122,10 +129,8 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
     decode = run("decode", n, n, zero, zero, n)
     prompt = np.unique(np.round(np.geomspace(1.0, PROMPT_MAX, PROMPT_POINTS)))
     one = np.ones_like(prompt)
-    pre_kv = steps.pass_fn(cost, machine, tp=tp, ep=dp, tokens=one, kv_bytes=one * 1e9, attention_flops=0 * one,
-                           lm_head_rows=0 * one, batch=one, context=prompt, phase="prefill")
-    pre_fl = steps.pass_fn(cost, machine, tp=tp, ep=dp, tokens=one, kv_bytes=0 * one, attention_flops=one * 1e15,
-                           lm_head_rows=0 * one, batch=one, context=prompt, phase="prefill")
+    pre_kv = run("prefill", one, 0 * one, one * 1e9, 0 * one, one, context=prompt)
+    pre_fl = run("prefill", one, 0 * one, 0 * one, one * 1e15, one, context=prompt)
     parts = getattr(steps.pass_fn, "parts", None)
     overlap = bool(steps.overlap_comm or (parts is not None and parts[2].overlap_comm))
     return OperatorStepModel(
@@ -135,8 +140,8 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
         attn_flop_s=(np.asarray(probe_fl.op_compute_s[ATTENTION]) / 1e15).tolist(),
         overhead_s=np.asarray(probe_kv.overhead_s, dtype=float).tolist(),
         decode_s=np.asarray(decode.time_s, dtype=float).tolist(), overlap_comm=overlap,
-        kv_read_per_token=float(cost.kv_sequence_bytes(ctx, tp)) / ctx / dp,
-        kv_write_per_token=float(cost.kv_token_bytes(tp)) / dp,
+        kv_read_per_token=float(cost.kv_sequence_bytes(ctx, tp)) / ctx,
+        kv_write_per_token=float(cost.kv_token_bytes(tp)),
         attn_flops_per_token=float(cost.decode_attention_flops(ctx)) / ctx, cost=cost, tp=tp,
         log_prompt=np.log(prompt), prefill_kv_byte_s=np.asarray(pre_kv.op_memory_s[ATTENTION]) / 1e9,
         prefill_flop_s=np.asarray(pre_fl.op_compute_s[ATTENTION]) / 1e15,

@@ -83,11 +83,14 @@ class StepModel:
 
 
 def build_step_model(cost: ModelCost, machine: Machine, tp: int, max_tokens: int, decode_context: float,
-                     overlap_comm: bool = False, steps=None):
+                     overlap_comm: bool = False, dp: int = 1, steps=None):
     """Tabulate ``forward_pass`` for n = 0 … ``max_tokens`` and probe its linear terms (module docstring).
 
+    ``dp`` > 1: the steps of one attention data-parallel rank in lock step with ``dp − 1`` equally
+    loaded others (:func:`kvplan.plans.fleet.model.instance_figures`): the pass carries ``dp`` × the
+    rank's tokens, LM-head rows and attention FLOPs with the experts over ``ep = dp``; KV bytes are the rank's.
     ``steps`` (a :class:`kvplan.calc.steptime.StepTimes` with a per-operator pass) tabulates that
-    pass instead (:func:`kvplan.sim.opsteps.build_operator_step_model`).
+    pass instead, for one rank of its ``dp`` (:func:`kvplan.sim.opsteps.build_operator_step_model`).
     """
     if steps is not None and steps.pass_fn is not None:
         from kvplan.sim.opsteps import build_operator_step_model
@@ -95,10 +98,11 @@ def build_step_model(cost: ModelCost, machine: Machine, tp: int, max_tokens: int
         return build_operator_step_model(steps, max_tokens, decode_context)
     n = np.arange(max_tokens + 1, dtype=np.float64)
     zero = np.zeros_like(n)
-    base = forward_pass(cost, machine, tokens=n, kv_bytes=zero, attention_flops=zero, lm_head_rows=zero, tp=tp)
-    row = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=0.0, lm_head_rows=1.0, tp=tp)
-    kv = forward_pass(cost, machine, tokens=0.0, kv_bytes=1e9, attention_flops=0.0, lm_head_rows=0.0, tp=tp)
-    fl = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=1e15, lm_head_rows=0.0, tp=tp)
+    kw = {"tp": tp, "ep": dp}
+    base = forward_pass(cost, machine, tokens=dp * n, kv_bytes=zero, attention_flops=zero, lm_head_rows=zero, **kw)
+    row = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=0.0, lm_head_rows=float(dp), **kw)
+    kv = forward_pass(cost, machine, tokens=0.0, kv_bytes=1e9, attention_flops=0.0, lm_head_rows=0.0, **kw)
+    fl = forward_pass(cost, machine, tokens=0.0, kv_bytes=0.0, attention_flops=1e15 * dp, lm_head_rows=0.0, **kw)
     ctx = max(float(decode_context), 1.0)
     return StepModel(
         dense_memory_s=base.op_memory_s[0], dense_compute_s=base.op_compute_s[0],

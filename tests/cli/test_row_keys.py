@@ -24,10 +24,10 @@ PLAN_KEYS = {
         "prefill_mean_s", "prefill_utilization", "slot_utilization", "interference_share", "ttft_slo", "tpot_slo",
         "binding_constraint", "feasible", "reason", "binding_detail", "sized_by", "closed_form_instances", "system",
         "accelerators_per_node", "nodes", "gpu_cost_per_gpu_hour", "fleet_cost_per_hour",
-        "cost_per_million_output_tokens"],
+        "cost_per_million_output_tokens", "dp", "ep", "expert_parallel", "redundant_experts", "batch_per_rank"],
     "candidate": ["kind", "tp", "pp", "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "ttft_p99_s",
         "tpot_p99_s", "binding_constraint", "binding_detail", "feasible", "reason", "sized_by", "nodes",
-        "gpu_cost_per_gpu_hour", "fleet_cost_per_hour", "cost_per_million_output_tokens"],
+        "gpu_cost_per_gpu_hour", "fleet_cost_per_hour", "cost_per_million_output_tokens", "dp", "ep", "expert_parallel", "redundant_experts", "batch_per_rank"],
     "scale": ["kind", "rate_multiplier", "rate_per_s", "sized_by", "instances", "gpus_per_instance", "total_gpus",
         "batch_per_instance", "batch_mean", "concurrency", "kv_demand_mean_bytes", "ttft_p50_s", "ttft_p90_s",
         "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "binding_constraint", "feasible", "reason", "nodes",
@@ -47,7 +47,7 @@ PLAN_REPLAY_KEYS = {
         "binding_constraint", "feasible", "reason", "binding_detail", "sized_by", "closed_form_instances", "system",
         "accelerators_per_node", "nodes", "sim_ttft_mean_s", "sim_ttft_p50_s", "sim_ttft_p90_s", "sim_ttft_p95_s",
         "sim_ttft_p99_s", "sim_tpot_mean_s", "sim_tpot_p50_s", "sim_tpot_p90_s", "sim_tpot_p95_s", "sim_tpot_p99_s",
-        "sim_requests", "sim_measured", "sim_rejected", "sim_batch_mean", "sim_steps", "sim_mixed_steps"],
+        "sim_requests", "sim_measured", "sim_rejected", "sim_batch_mean", "sim_steps", "sim_mixed_steps", "dp", "ep", "expert_parallel", "redundant_experts", "batch_per_rank"],
     "scale": ["kind", "rate_multiplier", "rate_per_s", "sized_by", "instances", "gpus_per_instance", "total_gpus",
         "batch_per_instance", "batch_mean", "concurrency", "kv_demand_mean_bytes", "ttft_p50_s", "ttft_p90_s",
         "ttft_p99_s", "tpot_p50_s", "tpot_p90_s", "tpot_p99_s", "binding_constraint", "feasible", "reason", "nodes"],
@@ -66,7 +66,7 @@ PD_ROW_KEYS = [
     "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
     "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
     "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason", "placement",
-    "placement_fits", "placement_picked", "placement_reason", "checklist"]
+    "placement_fits", "placement_picked", "placement_reason", "checklist", "cost_per_hour"]
 PD_KEYS = {"disaggregated": PD_ROW_KEYS, "aggregated": PD_ROW_KEYS}  # every pd row has the same keys
 
 PLAN = ["plan", "llama-3.1-8b", "h100-sxm", "--qps", "10", "--isl", "1k:4k", "--osl", "200", "--ttft", "p99<=2s",

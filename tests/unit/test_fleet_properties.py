@@ -13,8 +13,9 @@ from kvplan.plans.fleet.aggregated import Shape, plan_aggregated
 from kvplan.plans.fleet.model import Slo
 from kvplan.plans.fleet.plan import fleet_workload
 
-MODELS = {  # dense, MoE (128 experts, 4 active), hybrid (Gated DeltaNet linear attention + GQA, MoE)
-    "dense": ("llama-3.1-8b", 1), "moe": ("gpt-oss-120b", 2), "hybrid": ("qwen3-next-80b-a3b", 4),
+MODELS = {  # dense, MoE (128 experts, 4 active), the MoE as attention DP 4 × EP 4, hybrid (Gated DeltaNet + GQA, MoE)
+    "dense": ("llama-3.1-8b", Shape(1)), "moe": ("gpt-oss-120b", Shape(2)),
+    "moe-dp-ep": ("gpt-oss-120b", Shape(1, 1, 4, True)), "hybrid": ("qwen3-next-80b-a3b", Shape(4)),
 }
 ALLOWED = {"none", "ttft_slo", "tpot_slo", "kv_capacity", "memory", "max_num_seqs", "max_num_batched_tokens", "link"}
 NEVER = 10**9  # an infeasible plan counts as needing more GPUs than any feasible one
@@ -24,9 +25,9 @@ CACHE: dict = {}
 def gpus(kind: str, qps: float, isl: str = "1k:4k", osl: str = "200:800", ttft_s: float = 2.0, tpot_s: float = 0.05):
     key = (kind, qps, isl, osl, ttft_s, tpot_s)
     if key not in CACHE:
-        model, tp = MODELS[kind]
+        model, shape = MODELS[kind]
         plan = plan_aggregated(model, "h100-sxm", fleet_workload(qps=qps, isl=isl, osl=osl, sample_requests=2_000),
-                               [Slo("ttft", "p99", ttft_s), Slo("tpot", "p90", tpot_s)], Shape(tp))
+                               [Slo("ttft", "p99", ttft_s), Slo("tpot", "p90", tpot_s)], shape)
         assert plan.binding_constraint in ALLOWED, (key, plan.binding_constraint)
         if plan.feasible and plan.binding_constraint != "none":
             assert plan.row()["binding_detail"].startswith(f"at N − 1 = {plan.instances - 1:,} instance")

@@ -147,9 +147,20 @@ def test_link_figures_come_from_the_system_card():
 
 
 def test_a_link_without_bandwidth_is_an_error_naming_the_card():
-    nvl72 = Side(load_hardware("gb200"), load_system("gb200-nvl72"))
-    with pytest.raises(MissingFigureError, match=r"gb200-nvl72 has no nic link.*system_cards/gb200-nvl72.yaml"):
-        resolve_link("nic", nvl72, nvl72)
+    # the CXL example box has no NIC figure in its sources (gb200-nvl72 and l40s-pcie-8 now carry theirs)
+    box = Side(load_hardware("h100-pcie"), load_system("h100-pcie-8-cxl-example"))
+    with pytest.raises(MissingFigureError,
+                       match=r"h100-pcie-8-cxl-example has no nic link.*system_cards/h100-pcie-8-cxl-example.yaml"):
+        resolve_link("nic", box, box)
+
+
+def test_system_nics_per_gpu_from_their_sources():
+    """DGX GB200 user guide: 4 ConnectX-7 400G per 4-GPU tray (50 GB/s per GPU); the MLPerf L40S box: 2x 10GbE
+    shared by 8 GPUs (0.3125 GB/s per GPU). Neither source gives an efficiency: line rate, said by the command."""
+    assert load_system("gb200-nvl72").nic.bandwidth_bytes_per_s == 400e9 / 8
+    assert load_system("l40s-pcie-8").nic.bandwidth_bytes_per_s == 2 * 10e9 / 8 / 8
+    assert load_system("gb200-nvl72").nic.efficiency is None and load_system("l40s-pcie-8").nic.efficiency is None
+    assert load_system("h100-pcie-8-cxl-example").nic is None
 
 
 

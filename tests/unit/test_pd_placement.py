@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.calc.roofline import decode_step
+from kvplan.calc.tiering import suffix_prefill_s
 from kvplan.plans import deployment
 from kvplan.plans.deployment import Parallelism
 from kvplan.plans.pd.placement import fragmented
@@ -32,11 +33,13 @@ def _decode_deployment(model: str, system: str, dp: int):
 @settings(max_examples=25, deadline=None)
 @given(case=st.sampled_from([("deepseek-v3", "cloudmatrix-384", 32), ("deepseek-v3", "cloudmatrix-384", 64),
                              ("kimi-k2", "cloudmatrix-384", 64), ("deepseek-v3", "hgx-h800-8", 8),
-                             ("deepseek-v3", "hgx-h800-8", 32)]),
+                             ("deepseek-v3", "hgx-h800-8", 32), ("deepseek-v3", "gb200-nvl72", 32),
+                             ("kimi-k2", "gb200-nvl72", 64), ("deepseek-v3", "hgx-h200-8", 8)]),
        per_rank=st.integers(1, 256), context=st.integers(1, 32_768), node=st.sampled_from([1, 2, 4, 8]))
 def test_decode_inside_the_domain_is_never_slower_than_across_nics(case, per_rank, context, node):
     """The same EP decode instance (same experts, batch, context) inside one scale-up domain steps no slower
-    than assembled from ``node``-GPU pieces whose collectives cross the NIC (scale-up bandwidth ≥ NIC's)."""
+    than assembled from ``node``-GPU pieces whose collectives cross the NIC (scale-up bandwidth ≥ NIC's);
+    the prefill pass of one prompt per rank (DeepEP's normal kernels) likewise."""
     model, system, dp = case
     dep = _decode_deployment(model, system, dp)
     inside = dep.machine
@@ -45,6 +48,9 @@ def test_decode_inside_the_domain_is_never_slower_than_across_nics(case, per_ran
     t_in = decode_step(dep.cost, inside, batch, context, tp=1, ep=dp).time_s
     t_out = decode_step(dep.cost, across, batch, context, tp=1, ep=dp).time_s
     assert np.all(t_in <= t_out * (1 + 1e-12))
+    p_in = suffix_prefill_s(dep.cost, inside, 0.0, context, tp=1, dp=dp)
+    p_out = suffix_prefill_s(dep.cost, across, 0.0, context, tp=1, dp=dp)
+    assert np.all(p_in <= p_out * (1 + 1e-12))
 
 
 def test_cloudmatrix_placements_pick_one_domain_with_the_locality_reason():

@@ -187,8 +187,11 @@ def test_expert_parallel_alltoall_term():
     card = load_model("deepseek-v3")
     cost = model_cost(card, VLLM, "auto")
     step = decode_step(cost, machine(compute_dtype="fp8", peak_flops_per_s=1979e12), 64, 2048, tp=1, ep=8)
-    message = 64 / 8 * 8 * 7168 * 2       # tokens per rank × top-k × hidden × 2 B
-    assert_allclose(step.comm_s, 2 * 58 * (7 / 8 * message / 450e9 + 10e-6), rtol=1e-12)
+    # fp8 GEMMs: dispatch in FP8 with one fp32 scale per 128 channels, combine in BF16 (DeepEP, V3 §3.3.4)
+    copies = 64 / 8 * 8 * 7 / 8            # tokens per rank × top-k × off-rank share
+    dispatch = copies * (7168 + 56 * 4) / 450e9 + 10e-6
+    combine = copies * 7168 * 2 / 450e9 + 10e-6
+    assert_allclose(step.comm_s, 58 * (dispatch + combine), rtol=1e-12)
     # dense weights replicated on every rank, experts split eight ways
     touched = 32 * (1 - (1 - 8 / 256) ** 64)
     assert_allclose(step.weight_bytes, cost.dense_weight_bytes + 58 * touched * 44_040_192, rtol=1e-12)

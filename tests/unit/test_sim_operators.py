@@ -107,3 +107,32 @@ def test_bad_perf_model_is_an_input_error():
 
     with pytest.raises(InputError, match="--perf-model"):
         deployment("llama-3.1-8b", perf_model="magic")
+
+
+def test_a_dp_rank_table_is_the_lock_step_pass():
+    """Attention DP 8 + EP 8 (DeepSeek-V3 on H200): the simulator's engine is one DP rank; its table's step is the
+    per-operator pass over dp × the rank's tokens, rows and attention FLOPs with the rank's KV bytes, and a decode
+    step of b sequences per rank is decode_step of dp·b sequences over the instance (the fleet model's t(b))."""
+    dp = 8
+    dep = resolve("deepseek-v3", "h200", engine=EngineSettings(engine="vllm", weights_dtype="fp8"),
+                  parallel=Parallelism(tp=1, dp=dp, expert_parallel=True))
+    st = dep.steps
+    assert st.model == "operators" and st.dp == dp
+    ctx = 3000.0
+    table = build_step_model(dep.cost, dep.machine, 1, 2000, ctx, dp=dp, steps=st)
+    rng = np.random.default_rng(1)
+    for _ in range(40):
+        tokens, batch = int(rng.integers(1, 2000)), int(rng.integers(1, 256))
+        rows = float(rng.integers(0, min(tokens, 256) + 1))
+        kv, flops = float(rng.uniform(0, 4e9)), float(rng.uniform(0, 5e13))
+        expected = st.pass_fn(dep.cost, dep.machine, tp=1, ep=dp, tokens=dp * tokens, kv_bytes=kv,
+                              attention_flops=dp * flops, lm_head_rows=dp * rows, batch=dp * batch, context=ctx,
+                              phase="mixed").time_s
+        assert_allclose(table.step_s(tokens, rows, kv, flops, batch), float(expected), rtol=1e-9)
+    for b in (1, 16, 128):
+        expected = float(st.decode_s(dp * b, ctx))
+        assert_allclose(table.decode_base_s(b) + table.decode_gamma_s(b) * b * ctx, expected, rtol=1e-9)
+    # the same instance step kvplan latency prices (--tp 1 --dp 8 --enable-expert-parallel, batch = all ranks)
+    rows = latency("deepseek-v3", "h200", isl=3000, osl=2, batch=[dp * 16], tp=1, dp=dp, expert_parallel=True,
+                   weights_dtype="fp8").rows
+    assert_allclose(float(st.decode_s(dp * 16, 3000.0)), rows[0]["decode_step_s"], rtol=1e-12)

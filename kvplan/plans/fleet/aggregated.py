@@ -45,14 +45,29 @@ DEFAULT_SAMPLE = 100_000
 
 @dataclass(frozen=True)
 class Shape:
-    """One instance: tensor- and pipeline-parallel sizes."""
+    """One instance: tensor- and pipeline-parallel sizes, attention data parallel and expert parallel (vLLM's flags)."""
 
     tp: int = 1
     pp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
+    redundant_experts: int = 0
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp
+        return self.tp * self.pp * self.dp
+
+    @property
+    def ep(self) -> int:
+        return self.tp * self.dp if self.expert_parallel else 1
+
+    def parallelism(self) -> Parallelism:
+        return Parallelism(self.tp, self.pp, self.dp, self.expert_parallel, self.redundant_experts)
+
+    def label(self) -> str:
+        """'tp=8', 'tp=8 pp=2', 'tp=1 dp=8 ep=8'."""
+        return (f"tp={self.tp}" + (f" pp={self.pp}" if self.pp > 1 else "") + (f" dp={self.dp}" if self.dp > 1 else "")
+                + (f" ep={self.ep}" if self.expert_parallel else ""))
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,8 +214,13 @@ class FleetPlan:
         return None if self.instances is None else self.instances * self.shape.gpus
 
     @property
-    def batch_per_instance(self) -> int | None:
+    def batch_per_rank(self) -> int | None:
+        """The batch cap of one engine core (vLLM's max_num_seqs to set; one per attention-DP rank)."""
         return self.point.batch_max if self.point is not None and self.point.batch_max else None
+
+    @property
+    def batch_per_instance(self) -> int | None:
+        return None if self.batch_per_rank is None else self.batch_per_rank * self.shape.dp
 
     @property
     def deployment(self) -> Deployment | None:
@@ -234,7 +254,7 @@ def plan_aggregated(
     :func:`plan_fleet`.
     """
     _check_inputs(workload, shape, engine, max_gpus, max_utilization)
-    dep = resolve(card, hw, system=system, engine=engine, parallel=Parallelism(shape.tp, shape.pp), cards=cards)
+    dep = resolve(card, hw, system=system, engine=engine, parallel=shape.parallelism(), cards=cards)
     return plan_fleet(dep, workload, slos, max_gpus=max_gpus, max_utilization=max_utilization,
                       allow_long_context=allow_long_context)
 
@@ -242,14 +262,16 @@ def plan_aggregated(
 def plan_fleet(dep: Deployment, workload: FleetWorkload, slos: dict[str, Slo] | list[Slo] = (), *,
                max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False) -> FleetPlan:
     """The aggregated fleet of one resolved deployment for ``workload`` within ``slos``."""
-    card, engine, shape = dep.model, dep.engine, Shape(dep.tp, dep.pp)
+    par = dep.parallel
+    card, engine, shape = dep.model, dep.engine, Shape(par.tp, par.pp, par.dp, par.expert_parallel, par.redundant_experts)
     slos = slos if isinstance(slos, dict) else {s.kind: s for s in slos}
     _check_inputs(workload, shape, engine, max_gpus, max_utilization)
     _check_context(card, workload, allow_long_context)
     cost, machine = dep.cost, dep.machine
     figures = fm.instance_figures(cost, machine, shape.tp, workload.lengths, dep.layout, dep.pool.bytes_per_gpu,
-                                  engine.max_num_seqs, engine.chunk_tokens, steps=dep.steps)
-    model = FleetModel(figures, workload.lengths, workload.rate_per_s, workload.arrival_scv, slos, max_utilization)
+                                  engine.max_num_seqs, engine.chunk_tokens, dp=shape.dp, steps=dep.steps)
+    model = FleetModel(figures, workload.lengths, workload.rate_per_s, workload.arrival_scv, slos, max_utilization,
+                       dp=shape.dp)
     plan = FleetPlan(model=card.name, hardware=dep.hardware.name, shape=shape, engine=engine,
                      rate_per_s=workload.rate_per_s, slos=slos, feasible=True, binding_constraint="none",
                      figures=figures,
@@ -295,7 +317,7 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, dep: Deployme
         plan.feasible, plan.binding_constraint = False, "memory" if no_memory else "kv_capacity"
         if no_memory:
             plan.reason = (f"no KV memory: weights ({format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU) and "
-                           f"reserves fill {hw.name} at tp={plan.shape.tp}, pp={plan.shape.pp}")
+                           f"reserves fill {hw.name} at {plan.shape.label()}")
         else:
             need = format_bytes(float(np.percentile(f.seq_bytes_per_gpu, 99)))
             plan.reason = (f"one request at the p99 context ({workload.lengths.context_p99:,.0f} tokens) needs "
@@ -334,20 +356,20 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, dep: Deployme
 
 def _memory(plan: FleetPlan, dep: Deployment) -> FleetMemory:
     p, f, gpus = plan.point, plan.figures, plan.shape.gpus
-    n = plan.instances
+    n, seq_gpus = plan.instances, plan.shape.tp * plan.shape.pp  # a sequence lives on one DP rank's GPUs
     layout = plan.setup["layout"]
     k_mean, k_p99, k_held = (float(x) for x in layout.sequence_bytes(
         np.array([plan.setup["context_mean"], plan.setup["context_p99"], plan.setup["decode_context"]]), per_gpu=True))
-    per_instance_mean = p.running / n * k_mean * gpus
-    per_instance_p99 = p.running / n * k_p99 * gpus
+    per_instance_mean = p.running / n * k_mean * seq_gpus
+    per_instance_p99 = p.running / n * k_p99 * seq_gpus
     capacity_instance = f.pool_bytes_per_gpu * gpus
     weights = dep.memory.weights_bytes_per_gpu * gpus * n
     activations = dep.memory.activation_bytes * gpus * n
     return FleetMemory(
-        kv_bytes_per_sequence_mean=k_mean * gpus, kv_bytes_per_sequence_p99=k_p99 * gpus,
+        kv_bytes_per_sequence_mean=k_mean * seq_gpus, kv_bytes_per_sequence_p99=k_p99 * seq_gpus,
         kv_demand_mean_bytes=per_instance_mean * n, kv_demand_p99_bytes=per_instance_p99 * n,
         kv_demand_mean_bytes_per_instance=per_instance_mean, kv_demand_p99_bytes_per_instance=per_instance_p99,
-        kv_held_mean_bytes=p.running * k_held * gpus,
+        kv_held_mean_bytes=p.running * k_held * seq_gpus,
         kv_capacity_bytes=capacity_instance * n, kv_capacity_bytes_per_instance=capacity_instance,
         headroom_bytes=(capacity_instance - per_instance_p99) * n,
         weights_bytes=weights, activation_bytes=activations,
@@ -365,6 +387,12 @@ def _notes(card, workload: FleetWorkload, shape: Shape, engine: EngineSettings, 
                      "--rate-basis peak")
     notes.append(f"chunked prefill: {engine.chunk_tokens:,} tokens per step (max_num_batched_tokens), decode tokens "
                  "first; the step that finishes a prompt emits its first token; no prefix caching")
+    if shape.dp > 1:
+        notes.append(f"attention data parallel: each of the {shape.dp} DP ranks (tp={shape.tp}) is an engine core with "
+                     f"its own KV pool, max_num_seqs and token budget, in lock step with the others equally loaded; "
+                     + (f"experts over ep = tp × dp = {shape.ep}" + (f" with {shape.redundant_experts} redundant"
+                        if shape.redundant_experts else "") if shape.expert_parallel else "MoE layers tensor parallel")
+                     + "; batch_per_rank is the max_num_seqs to set")
     if shape.pp > 1:
         notes.append("pipeline parallelism: a step is timed as the whole model on tp GPUs; pp adds memory, "
                      "not modelled throughput")
@@ -402,10 +430,12 @@ def _explain(plan: FleetPlan, workload: FleetWorkload, dep: Deployment) -> list[
         lines.append(f"infeasible ({plan.binding_constraint}): {plan.reason}")
         return lines
     n = p.instances
-    lam_i = p.rate_per_s / n
+    lam_i = p.rate_per_s / (n * plan.shape.dp)
     (c1, th1), (c2, th2) = p.slot_wait, p.prefill_wait
     lines += [
-        f"N = {n:,} instances → λ_i = λ/N = {lam_i:,.4g} req/s per instance",
+        f"N = {n:,} instances → λ_i = λ/N = {lam_i:,.4g} req/s per instance" if plan.shape.dp == 1 else
+        f"N = {n:,} instances × {plan.shape.dp} DP ranks → λ_i = λ/(N·dp) = {lam_i:,.4g} req/s per rank (the figures "
+        "below are one rank's)",
         f"batch for TPOT: largest b with TPOT {plan.slos['tpot'].stat if 'tpot' in plan.slos else '—'} <= SLO = "
         f"{p.batch_tpot:,}; batch_per_instance = min(cap, that) = {p.batch_max:,}",
         f"interference ρx = λ_i·E[X] = {p.rho_interference:.4g}; packing k = 1 + λ_i·t = {p.packing:.3g} "

@@ -50,20 +50,23 @@ def infeasible_hint(binding_constraint: str) -> str:
 def answer(model, hardware, workload, slos, settings, *, concurrency: list[int] | None = None, instances: int = 1,
            tps=None, pps=None, scale=(), simulate=None, sim_requests=None, seed: int = 0, max_gpus=None,
            max_utilization: float = 0.9, allow_long_context: bool = False, system=None, gpu_cost=None,
-           cards: tuple = ()) -> PlanAnswer:
+           cards: tuple = (), dps=None, expert_parallel=None, redundant_experts=None) -> PlanAnswer:
     """The fleet plan for ``workload`` (open loop), or its closed-loop replay when ``concurrency`` is given."""
     if concurrency is not None:
         from kvplan.plans.fleet.closed import closed_loop_result
 
         return PlanAnswer(curve=closed_loop_result(model, hardware, workload, concurrency, instances=instances,
                                                    tps=tps, pps=pps, engine=settings, system=system,
-                                                   requests=sim_requests, seed=seed, cards=cards))
+                                                   requests=sim_requests, seed=seed, cards=cards, dps=dps,
+                                                   expert_parallel=expert_parallel,
+                                                   redundant_experts=redundant_experts))
     from kvplan.plans.fleet.plan import plan
 
     fleet = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=list(scale),
                  simulate=simulate, sim_requests=sim_requests, seed=seed, max_gpus=max_gpus,
                  max_utilization=max_utilization, allow_long_context=allow_long_context, system=system,
-                 gpu_cost=gpu_cost, cards=cards)
+                 gpu_cost=gpu_cost, cards=cards, dps=dps, expert_parallel=expert_parallel,
+                 redundant_experts=redundant_experts)
     skipped = getattr(workload.trace, "skipped_lines", ())
     if skipped:
         shown = ", ".join(map(str, skipped[:5])) + (", …" if len(skipped) > 5 else "")

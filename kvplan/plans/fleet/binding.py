@@ -58,6 +58,8 @@ def binding_detail(plan) -> str | None:
     if b is None:
         return None
     head = f"at N − 1 = {b.instances:,} instance{'s' if b.instances != 1 else ''}: "
+    dp = plan.shape.dp
+    per = "per instance" if dp == 1 else "per DP rank"  # with attention DP the figures are one rank's
     slo = plan.slos.get(name[:4]) if name in ("ttft_slo", "tpot_slo") else None
     values = b.ttft if name == "ttft_slo" else b.tpot
     if slo is not None and slo.stat in values:
@@ -67,19 +69,19 @@ def binding_detail(plan) -> str | None:
         return head + (f"prefill saturates the instances (utilisation {b.prefill_utilization:.3g}, prefill "
                        f"interference {b.rho_interference:.3g} of decode time): {name[:4].upper()} unbounded")
     if slo is not None and b.batch_tpot < 1:  # prefill interference alone breaks the TPOT SLO at batch 1
-        lam_i = b.rate_per_s / b.instances
+        lam_i = b.rate_per_s / (b.instances * dp)
         model = plan.setup["model"]
         value, rho = model.tpot_stats(1, 0, lam_i, 0, (slo.stat,))
         return head + (f"TPOT {slo.stat} {format_seconds(value[slo.stat])} > {format_seconds(slo.limit_s)} even at "
-                       f"batch 1: prompts at {lam_i:.3g} req/s per instance take {rho:.0%} of decode time")
+                       f"batch 1: prompts at {lam_i:.3g} req/s {per} take {rho:.0%} of decode time")
     if slo is not None:  # the TPOT SLO caps the batch below what the load needs
-        return head + (f"the TPOT SLO allows a batch of {b.batch_tpot:,} per instance; the load needs a mean of "
+        return head + (f"the TPOT SLO allows a batch of {b.batch_tpot:,} {per}; the load needs a mean of "
                        f"{b.batch_mean:,.3g} (decode slots saturated)")
     f = plan.figures
     cap = {"kv_capacity": ("the KV pool holds", f.batch_kv), "max_num_seqs": ("max_num_seqs is", plan.engine.max_num_seqs),
            "max_num_batched_tokens": ("max_num_batched_tokens / 2 allows", plan.engine.chunk_tokens // 2)}.get(name)
     if cap is not None:
-        return head + f"{cap[0]} {cap[1]:,} sequences per instance; the load needs a mean of {b.batch_mean:,.3g}"
+        return head + f"{cap[0]} {cap[1]:,} sequences {per}; the load needs a mean of {b.batch_mean:,.3g}"
     if name == "utilization":
         return head + (f"queue utilisation {max(b.slot_utilization, b.prefill_utilization):.3g} > "
                        f"--max-utilization {plan.setup['model'].max_utilization:g}")

@@ -34,8 +34,13 @@ from kvplan.errors import InputError
 STATS = ("p50", "p90", "p99")
 
 
-def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None) -> dict:
-    """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring)."""
+def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None,
+                steps=None) -> dict:
+    """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring).
+
+    ``steps``: a step table (:class:`kvplan.sim.steps.StepModel` or :class:`kvplan.sim.opsteps.OperatorStepModel`,
+    one DP rank's) to replay with instead of the deployment's own (``dep.steps``).
+    """
     from kvplan.sim import SimConfig, build_step_model, simulate
 
     if not isinstance(concurrency, int) or concurrency < 1:
@@ -52,10 +57,12 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     s = dep.engine
     cap = s.max_num_seqs
     context = np.maximum(isl, 1) + np.maximum(osl, 1)
-    steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
-                             float(np.mean(isl + osl / 2)), steps=dep.steps)
+    dp = dep.parallel.dp  # attention-DP ranks are the simulator's engines (kvplan.plans.fleet.model)
+    if steps is None:     # the deployment's step-time model, tabulated for one DP rank
+        steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
+                                 float(np.mean(isl + osl / 2)), dp=dp, steps=dep.steps)
     kv = dep.layout.sequence_bytes(context, per_gpu=True)
-    config = SimConfig(instances=instances, max_batch=cap, chunk_tokens=s.chunk_tokens,
+    config = SimConfig(instances=instances * dp, max_batch=cap, chunk_tokens=s.chunk_tokens,
                        kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
                        concurrency=concurrency)
     sim = simulate(np.zeros(n), isl, osl, kv, steps, config)
@@ -67,6 +74,7 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     itl = (float(np.sum(sim.tpot_s * (np.maximum(osl[decoding], 1) - 1)) / np.sum(np.maximum(osl[decoding], 1) - 1))
            if sim.tpot_s.size else None)
     row = {"kind": "closed_loop", "concurrency": concurrency, "instances": instances, "tp": dep.tp, "pp": dep.pp,
+           "dp": dp, "ep": dep.parallel.ep,
            "gpus": gpus, "requests": n, "rejected": sim.rejected}
     for kind, values in (("ttft", sim.ttft_s), ("tpot", sim.tpot_s)):
         row[f"{kind}_mean_s"] = float(values.mean()) if values.size else None
@@ -88,24 +96,30 @@ CLOSED_COLUMNS = ["concurrency", "instances", "tp", "gpus", "ttft_p50_s", "ttft_
 
 
 def closed_loop_result(model, hardware, workload, concurrency, *, instances: int = 1, tps=None, pps=None,
-                       engine=None, system=None, requests: int | None = None, seed: int = 0, cards=()):
+                       engine=None, system=None, requests: int | None = None, seed: int = 0, cards=(), dps=None,
+                       expert_parallel: bool | None = None, redundant_experts: int | None = None):
     """``kvplan plan --concurrency C1,C2,…``: one closed-loop row per C (module docstring) as a Result.
 
     The deployment is the given TP (one value), else the smallest TP in {1, 2, 4, 8} (within the
-    scale-up domain) whose KV pool holds the workload's longest request.
+    scale-up domain) whose KV pool holds the workload's longest request. ``dps`` (one value) and
+    ``expert_parallel`` set attention DP and EP (``-dp D --enable-expert-parallel``; a MoE model
+    with D > 1 runs EP), with the fewest redundant experts that let EP divide the experts.
     """
-    from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
+    from kvplan.plans.deployment import EngineSettings, resolve
     from kvplan.result import Result
 
     engine = engine or EngineSettings()
     pp = int(pps[0]) if pps else 1
+    if dps is not None and len(dps) > 1:
+        raise InputError("--concurrency takes one --dp value", "run one closed loop per DP size")
+    dp = int(dps[0]) if dps else 1
     choices = list(tps) if tps else [1, 2, 4, 8]
     notes, dep = [], None
     longest = float(workload.lengths.context_max)
     for tp in choices:
         try:
-            candidate = resolve(model, hardware, system=system, engine=engine, parallel=Parallelism(int(tp), pp),
-                                cards=cards)
+            candidate = resolve(model, hardware, system=system, engine=engine, cards=cards,
+                                parallel=_parallel(model, int(tp), pp, dp, expert_parallel, redundant_experts, cards))
         except InputError:
             if len(choices) == 1:
                 raise
@@ -124,7 +138,20 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
     rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests) for c in concurrency]
     notes = [*dep.notes, *dep.step_notes, *notes,
              f"closed loop: C requests in flight, the next sent when one ends (vllm bench serve --max-concurrency); "
-             f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "") + ", JSQ router; "
+             f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "")
+             + (f" dp={dp}" if dp > 1 else "") + (f" ep={dep.parallel.ep}" if dep.parallel.expert_parallel else "")
+             + ", JSQ router; "
              "the arrival rate is not used", f"workload: {workload.description}"]
     title = f"Closed loop: {dep.model.name} on {dep.name}, tp={dep.tp}, {engine.engine}, {instances} instance(s)"
     return Result(title=title, rows=rows, columns=CLOSED_COLUMNS, assumptions=list(dict.fromkeys(notes)))
+
+
+def _parallel(model, tp: int, pp: int, dp: int, expert_parallel, redundant_experts, cards):
+    """vLLM's layout: ``-tp -pp -dp`` with ``--enable-expert-parallel`` (on for a MoE model at dp > 1)."""
+    from kvplan.cards.loader import load_model
+    from kvplan.plans.deployment import Parallelism, fewest_redundant_experts
+
+    card = model if hasattr(model, "layer_groups") else load_model(model, cards)
+    ep = bool(expert_parallel) or (dp > 1 and card.moe is not None)
+    r = redundant_experts if redundant_experts is not None else (fewest_redundant_experts(card, tp * dp) if ep else 0)
+    return Parallelism(tp, pp, dp, ep, r)

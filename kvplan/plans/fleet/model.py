@@ -58,6 +58,10 @@ Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / 
     equilibrium residual of S (:func:`kvplan.calc.tails.equilibrium_tail`; exact for M/M/1, the
     subexponential shape of the M/G/1 asymptotic, a heuristic for N > 1).
 
+Attention data parallelism (dp > 1): each DP rank is an engine core (own KV pool, max_num_seqs, token
+budget) in lock step with the others equally loaded: the figures are one rank's, t(b) the instance's step at
+dp·b sequences, experts over ep = dp (as pd times its pools); N instances are N·dp servers of the queues.
+
 Approximations, each measured by ``kvplan plan --simulate`` (:mod:`kvplan.sim`): renewal arrivals
 (ca² from the gaps; a trace's minute-scale bursts are not captured), packing by the mean number
 of arrivals per step, a central queue for the JSQ router, lognormal TPOT per output length, independent waits,
@@ -72,10 +76,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvplan.calc import tails
-from kvplan.calc.steptime import StepTimes
+from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures  # noqa: F401 (re-exported)
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
-Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
 QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
@@ -131,80 +134,6 @@ class LengthStats:
 
 
 @dataclass
-class InstanceFigures:
-    """What one instance of the shape can do, independent of the arrival rate."""
-
-    pool_bytes_per_gpu: float
-    seq_bytes_per_gpu: np.ndarray          # k(C) of every request of the sample
-    b_grid: np.ndarray
-    step_s: np.ndarray                     # t(b) at the decode context, on b_grid
-    extra_per_seq_s: np.ndarray            # δ + γ·L̄: one more sequence at the mean context, on b_grid
-    per_token_s: np.ndarray                # γ: one more token of context in the batch, on b_grid
-    prefill_s: np.ndarray                  # S at the equally likely ISL points with b decoders, (b_grid, points)
-    moments: np.ndarray                    # over the whole sample, per b: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X]
-    prefill_grid_s: np.ndarray             # S on the ISL grid (b_grid, isl_grid)
-    extra_grid_s: np.ndarray               # X on the ISL grid
-    prefill_alone_s: np.ndarray            # S at the ISL points with no decoders (b = 0)
-    batch_cap: int                         # min(B_kv, max_num_seqs, chunk budget)
-    batch_kv: int
-    batch_kv_mean: int
-    batch_kv_p99: int
-
-    def at(self, b: float):
-        """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
-        b = float(min(max(b, self.b_grid[0]), self.b_grid[-1]))
-        i = int(np.clip(np.searchsorted(self.b_grid, b) - 1, 0, len(self.b_grid) - 2))
-        lo, hi = self.b_grid[i], self.b_grid[i + 1]
-        w = (b - lo) / (hi - lo)
-
-        def mix(a):
-            return (1 - w) * a[i] + w * a[i + 1]
-        return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
-                mix(self.moments))
-
-
-def instance_figures(cost, machine, tp: int, lengths: LengthStats, layout, pool_bytes_per_gpu: float,
-                     max_num_seqs: int, chunk_tokens: int, steps: StepTimes | None = None) -> InstanceFigures:
-    """Step times on a batch grid (``steps``: the deployment's model, None the roofline) and the KV batch limits."""
-    steps = steps if steps is not None else StepTimes(cost, machine, tp)
-    isl, osl = lengths.isl.astype(np.float64), lengths.osl.astype(np.float64)
-    seq_bytes = np.asarray(layout.sequence_bytes(isl + osl, per_gpu=True), dtype=np.float64)
-    mean_k, sd_k = float(seq_bytes.mean()), float(seq_bytes.std())
-    if pool_bytes_per_gpu > 0 and mean_k > 0:
-        root = (-Z99 * sd_k + math.sqrt((Z99 * sd_k) ** 2 + 4 * mean_k * pool_bytes_per_gpu)) / (2 * mean_k)
-        batch_kv = int(math.floor(root * root + 1e-9))
-    else:
-        batch_kv = 0
-    k_at = layout.sequence_bytes(np.array([lengths.context_mean, lengths.context_p99]), per_gpu=True)
-    batch_kv_mean = int(pool_bytes_per_gpu // float(k_at[0])) if pool_bytes_per_gpu > 0 else 0
-    batch_kv_p99 = int(pool_bytes_per_gpu // float(k_at[1])) if pool_bytes_per_gpu > 0 else 0
-    cap = max(min(batch_kv, max_num_seqs, chunk_tokens // 2), 0)
-    top = max(cap, 1)
-    small = np.arange(0, min(top, 32) + 1, dtype=np.float64)
-    b_grid = np.unique(np.concatenate([small, np.round(np.geomspace(1, top, 64)), [top, top + 1]]))
-    ctx = lengths.decode_context
-    dctx = max(64.0, ctx * 0.05)
-    probe = steps.decode_s(np.concatenate([b_grid, b_grid + 1, b_grid]),
-                           np.concatenate([np.full(2 * b_grid.size, ctx), np.full(b_grid.size, ctx + dctx)]))
-    step, more, longer = probe[:b_grid.size], probe[b_grid.size:2 * b_grid.size], probe[2 * b_grid.size:]
-    more = more - step
-    per_token = (longer - step) / (dctx * np.maximum(b_grid, 1))
-    grid = lengths.isl_grid
-    chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
-    _, prefill = steps.mixed_chunk(b_grid[:, None], ctx, grid[None, :], chunk)
-    extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
-    moments = _sample_moments(lengths.grid_folds, prefill, extra)
-    points = prefill[:, lengths.points_index]
-    return InstanceFigures(
-        pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
-        extra_per_seq_s=more, per_token_s=per_token, prefill_s=points, moments=moments, prefill_grid_s=prefill,
-        extra_grid_s=extra,
-        prefill_alone_s=points[0],
-        batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
-    )
-
-
-@dataclass
 class Point:
     """The fleet at N instances: occupancy, waits, latency percentiles, and what fails."""
 
@@ -231,17 +160,16 @@ class Point:
     running: float = math.nan
     failures: list[str] = field(default_factory=list)
 
-    @property
-    def ok(self) -> bool:
-        return not self.failures
+    ok = property(lambda self: not self.failures)
 
 
 class FleetModel:
     """Evaluate the fleet at N instances for one workload, instance and set of SLOs."""
 
     def __init__(self, figures: InstanceFigures, lengths: LengthStats, rate_per_s: float, arrival_scv: float,
-                 slos: dict[str, Slo], max_utilization: float = 0.9) -> None:
-        self.f, self.lengths, self.rate, self.ca2 = figures, lengths, rate_per_s, arrival_scv
+                 slos: dict[str, Slo], max_utilization: float = 0.9, dp: int = 1) -> None:
+        # dp > 1: an instance is dp attention-DP ranks (the figures are one rank's), N instances N·dp servers
+        self.f, self.lengths, self.rate, self.ca2, self.dp = figures, lengths, rate_per_s, arrival_scv, dp
         self.slos, self.max_utilization = slos, max_utilization
         self.stats = tuple(dict.fromkeys([*STATS, *(slo.stat for slo in slos.values())]))
         # S is increasing in ISL: the sorted sample, thinned to equally likely points, gives the residual's tail
@@ -259,8 +187,7 @@ class FleetModel:
         """
         stats = self.stats if stats is None else stats
         slo = self.slos.get("tpot") if judge else None
-        n_points = self.lengths.n_points
-        t, more, per_token, _, _ = self.f.at(batch_seen)
+        n_points, (t, more, per_token, _, _) = self.lengths.n_points, self.f.at(batch_seen)
         _, _, _, _, moments = self.f.at(interference_batch)
         extra_mean, extra_second = moments[3], moments[4]
         rho = lam_i * extra_mean
@@ -309,8 +236,8 @@ class FleetModel:
     # ----------------------------------------------------------------- the fleet at N
     def evaluate(self, instances: int, full: bool = True) -> Point:
         """The fleet at N instances; ``full=False`` computes only the SLOs' statistics (for the search)."""
-        lam = self.rate
-        lam_i = lam / instances
+        lam, servers = self.rate, instances * self.dp
+        lam_i = lam / servers
         point = Point(instances=instances, rate_per_s=lam)
         point.batch_tpot = self.batch_for_tpot(lam_i)
         point.batch_max = min(self.f.batch_cap, point.batch_tpot)
@@ -367,14 +294,14 @@ class FleetModel:
         point.residence_s = s_mean + own_extra + n_mean * m
         residence_second = (s_second + 2 * own_extra * s_mean + own_extra**2 + 2 * m * (s_n + own_extra * n_mean)
                             + m * m * n_second)
-        slots = instances * point.batch_max
+        slots = servers * point.batch_max
         point.slot_utilization = lam * point.residence_s / slots
         if point.slot_utilization >= 1:
             point.failures.append("slots")
             return point
         point.slot_wait = tails.wait_tail(slots, lam, point.residence_s, self.ca2,
                                           _scv(point.residence_s, residence_second))
-        point.prefill_wait = tails.wait_tail(instances, lam, q_mean, self.ca2, _scv(q_mean, q_second))
+        point.prefill_wait = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
         # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
         point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
         point.residual_s = point.busy_share * t / 2
@@ -400,7 +327,7 @@ class FleetModel:
         extra = (1 - w) * self.f.extra_grid_s[i] + w * self.f.extra_grid_s[i + 1]
         queued = extra + (prefill - extra) / point.packing
         residual = tails.equilibrium_tail(np.interp(self._tail_isl, grid, queued))
-        rho, n, c = point.prefill_utilization, point.instances, point.prefill_wait[0]
+        rho, n, c = point.prefill_utilization, point.instances * self.dp, point.prefill_wait[0]
         return lambda x: c * residual((1 - rho) * x) ** n
 
     def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None, stats=None, judge: bool = False) -> dict:
@@ -452,8 +379,7 @@ class FleetModel:
         if self.evaluate(1, full=False).ok:
             return self.evaluate(1), None
         while True:
-            lo = hi
-            hi *= 2
+            lo, hi = hi, hi * 2
             if hi > max_instances:
                 raise OverflowError(max_instances)
             if self.evaluate(hi, full=False).ok:
@@ -464,26 +390,6 @@ class FleetModel:
         return self.evaluate(hi), self.evaluate(lo)
 
 
-def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.ndarray:
-    """Per row: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X] over every request, S and X linear in ISL between
-    grid points (exact sums through the folded weights of :class:`LengthStats`)."""
-    lo_s, hi_s = prefill[:, :-1], prefill[:, 1:]
-    lo_x, hi_x = extra[:, :-1], extra[:, 1:]
-    if prefill.shape[1] == 1:  # one ISL: every request at the single grid point
-        lo_s = hi_s = prefill
-        lo_x = hi_x = extra
-
-    def first(lo, hi):
-        return lo @ folds["a"] + hi @ folds["b"]
-
-    def cross(lo1, hi1, lo2, hi2):
-        return (lo1 * lo2) @ folds["aa"] + (lo1 * hi2 + hi1 * lo2) @ folds["ab"] + (hi1 * hi2) @ folds["bb"]
-
-    s_n = lo_s @ folds["an"] + hi_s @ folds["bn"]
-    return np.stack([first(lo_s, hi_s), cross(lo_s, hi_s, lo_s, hi_s), s_n, first(lo_x, hi_x),
-                     cross(lo_x, hi_x, lo_x, hi_x), cross(lo_s, hi_s, lo_x, hi_x)], axis=1)
-
-
 def _meets(slo: Slo, mean: float, cdf) -> bool:
     """Whether a statistic meets its SLO: the mean against the limit, a percentile by P(X <= limit) >= q."""
     if slo.stat == "mean":
@@ -491,7 +397,7 @@ def _meets(slo: Slo, mean: float, cdf) -> bool:
     return float(np.atleast_1d(cdf(np.array([slo.limit_s * (1 + 1e-12)])))[0]) >= _quantile(slo.stat) - 1e-12
 
 
-def _quantile(stat: str) -> float:
+def _quantile(stat: str) -> float:  # 'p99' → 0.99
     return STAT_QUANTILES.get(stat) or float(stat[1:]) / 100
 
 

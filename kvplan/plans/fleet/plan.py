@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kvplan.errors import InputError
-from kvplan.plans.deployment import Deployment, Parallelism, resolve, resolve_cards
+from kvplan.plans.deployment import Deployment, resolve, resolve_cards
 from kvplan.plans.fleet.aggregated import (EngineSettings, FleetPlan, FleetWorkload, Shape, Slo, _check_inputs, _check_rate,
                                            plan_fleet)
 from kvplan.result import Answer
@@ -118,7 +118,8 @@ def plan(
     engine: EngineSettings = EngineSettings(), *, tps: Sequence[int] | None = None, pps: Sequence[int] | None = None,
     scale: Sequence[float] = (2, 5, 10), simulate: bool | None = False, sim_requests: int | None = None, seed: int = 0,
     max_gpus: int | None = None, max_utilization: float = 0.9, allow_long_context: bool = False, system=None,
-    gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (),
+    gpu_cost: dict[str, float] | None = None, cards: tuple[Path, ...] = (), dps: Sequence[int] | None = None,
+    expert_parallel: bool | None = None, redundant_experts: int | None = None,
 ) -> FleetAnswer:
     """The fleet for ``workload`` (the chosen plan), the runners-up, a re-plan per rate multiplier.
 
@@ -133,13 +134,16 @@ def plan(
     so for a trace workload only.
     ``gpu_cost``: {hardware: price per GPU-hour}; every row then carries its cost per hour and per
     million output tokens (:mod:`kvplan.plans.fleet.cost`), and the search compares cost.
+    ``dps``, ``expert_parallel``, ``redundant_experts``: vLLM's ``--data-parallel-size`` (a list is
+    searched; MoE models search DP with EP by default), ``--enable-expert-parallel`` and
+    ``--num-redundant-experts`` (:func:`kvplan.plans.fleet.search.candidate_shapes`).
     ``cards``: extra card folders.
     """
     from kvplan.cards.loader import load_model, usual_system
-    from kvplan.plans.fleet.search import search_shapes
+    from kvplan.plans.fleet.search import candidate_shapes, search_shapes
 
-    if shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1):
-        shape = Shape(int(tps[0]), int(pps[0]) if pps else 1)
+    pinned = shape is None and tps is not None and len(tps) == 1 and (pps is None or len(pps) == 1) and (
+        dps is None or len(dps) == 1)
     dep, assumed = None, None
     if isinstance(model, Deployment):
         dep = model
@@ -148,9 +152,19 @@ def plan(
         hw, sys_card = resolve_cards(hardware, system, cards)
         if sys_card is None:  # multi-node by default: the accelerator's usual system (its nodes and NIC)
             sys_card, assumed = usual_system(hw, cards)
+        if pinned:
+            card = model if hasattr(model, "layer_groups") else load_model(model, cards)
+            dp = int(dps[0]) if dps else 1
+            shapes, dropped = candidate_shapes(card, hw, [int(tps[0])], [int(pps[0]) if pps else 1], sys_card, [dp],
+                                               expert_parallel or (dp > 1 if card.moe is not None else expert_parallel),
+                                               redundant_experts)
+            if not shapes:
+                raise InputError(f"tp={tps[0]}" + (f" dp={dp}" if dp > 1 else "") + f" cannot run {card.name} on "
+                                 f"{hw.name}: " + "; ".join(d.removeprefix("plan ") for d in dropped),
+                                 "choose another --tp/--dp, or give a --system with a NIC for multi-node EP")
+            shape = shapes[0]
         if shape is not None:
-            dep = resolve(model, hw, system=sys_card, engine=engine, parallel=Parallelism(shape.tp, shape.pp),
-                          cards=cards)
+            dep = resolve(model, hw, system=sys_card, engine=engine, parallel=shape.parallelism(), cards=cards)
     if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
         raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
     if sim_requests is None and workload.trace is None:
@@ -172,7 +186,8 @@ def plan(
     else:
         card = model if hasattr(model, "layer_groups") else load_model(model, cards)
         found = search_shapes(card, hw, workload, list(slos), tps, pps, engine, system=sys_card, cards=cards,
-                              gpu_cost=gpu_cost, replay=replay if simulate else None, **kwargs)
+                              gpu_cost=gpu_cost, replay=replay if simulate else None, dps=dps,
+                              expert_parallel=expert_parallel, redundant_experts=redundant_experts, **kwargs)
         main, candidates, skipped = found.best, found.candidates, found.skipped
     chosen = main.deployment
     card, engine = chosen.model, chosen.engine
@@ -203,7 +218,7 @@ def plan(
     if gpu_cost and main.hardware not in gpu_cost:
         notes.append(f"--gpu-cost names no price for {main.hardware}: costs left out")
     title = (f"Fleet plan: {card.name} on {chosen.hardware.name}"
-             + (f" ({chosen.system.name} nodes)" if chosen.system is not None else "") + f", tp={main.shape.tp}" + (f" pp={main.shape.pp}" if main.shape.pp > 1 else "")
+             + (f" ({chosen.system.name} nodes)" if chosen.system is not None else "") + f", {main.shape.label()}"
              + (f" (searched {len(candidates)} shapes)" if len(candidates) > 1 else "")
              + f", {engine.engine}, {workload.rate_per_s:,.4g} req/s")
     return FleetAnswer(plan=main, candidates=tuple(candidates), scale=tuple(scaled_plans), notes=tuple(notes),
@@ -212,7 +227,7 @@ def plan(
 
 
 def _shape_text(p: FleetPlan, brief: bool = False) -> str:
-    shape = f"tp={p.shape.tp}" + (f" pp={p.shape.pp}" if p.shape.pp > 1 else "")
+    shape = p.shape.label()
     if brief:
         return shape
     return f"{shape} → " + (f"{p.total_gpus:,} GPUs" if p.feasible else f"infeasible ({p.binding_constraint})")
@@ -277,7 +292,9 @@ def _kind(broken: str) -> str | None:
 
 
 def _sim_explain(p: FleetPlan, sim) -> list[str]:
-    lines = [f"simulation: {p.instances:,} instances × batch {p.batch_per_instance}, chunk {p.engine.chunk_tokens:,} "
+    lines = [f"simulation: {p.instances:,} instances × batch {p.batch_per_instance}" + (
+        f" ({p.shape.dp} DP ranks × {p.batch_per_rank}, each rank a simulated engine)" if p.shape.dp > 1 else "")
+             + f", chunk {p.engine.chunk_tokens:,} "
              f"tokens/step, JSQ router; mean decode batch {sim.mean_batch:,.3g} (closed form "
              f"{p.point.batch_mean:,.3g})"]
     stats = sim.stats()

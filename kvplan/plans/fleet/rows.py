@@ -18,6 +18,8 @@ Rows (what ``--format json`` prints):
   feasibility and the percentile latencies of the re-planned fleet.
 - with ``--gpu-cost``, every row adds ``gpu_cost_per_gpu_hour``, ``fleet_cost_per_hour`` and
   ``cost_per_million_output_tokens`` (:func:`kvplan.plans.fleet.cost.cost_fields`).
+- the plan and candidate rows end with their shape's :func:`parallel_fields` (``dp``, ``ep``,
+  ``expert_parallel``, ``redundant_experts``, ``batch_per_rank``).
 """
 
 from __future__ import annotations
@@ -123,4 +125,13 @@ def answer_rows(answer: FleetAnswer) -> list[dict]:
         for r, p in pairs:
             r.update(cost_fields(p.total_gpus if p.feasible else None, main.hardware, p.rate_per_s,
                                  answer.mean_osl, answer.gpu_cost))
+    for r, p in pairs[:1 + len(others)]:  # the plan and the runners-up: their shape (keys appended last)
+        r.update(parallel_fields(p))
     return [r for r, _ in pairs]
+
+
+def parallel_fields(plan: FleetPlan) -> dict:
+    """``dp``, ``ep``, ``expert_parallel``, ``redundant_experts`` and ``batch_per_rank`` (the max_num_seqs to set)."""
+    s = plan.shape
+    return {"dp": s.dp, "ep": s.ep, "expert_parallel": s.expert_parallel, "redundant_experts": s.redundant_experts,
+            "batch_per_rank": plan.batch_per_rank}

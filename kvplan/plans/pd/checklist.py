@@ -148,7 +148,8 @@ def _verdict(setup, workload, c, placed, models_for, figures) -> str:
                 pm, dm = prefill[c.shape_p], decode[c.shape_d]
                 t = transfer_model(dm.receive_bytes_per_gpu, c.shape_d.tp, c.shape_p.tp, pm.service_s,
                                    setup.card.num_layers, c.link.bandwidth_bytes_per_s, c.link.latency_s)
-                point = PairModel(scaled, pm, dm, t, setup.ttft, setup.tpot).evaluate(x, y, full=False)
+                point = PairModel(scaled, pm, dm, t, setup.ttft, setup.tpot,
+                                  max_utilization=setup.max_utilization).evaluate(x, y, full=False)
             else:
                 point = c.pair.evaluate(x, y, rate=scaled.rate_per_s, full=False)
             if point.failures:

@@ -282,6 +282,45 @@ def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: i
     return batch, decode_step(cost, machine, batch, context, tp=tp, ep=dp, overlap_comm=overlap_comm).time_s
 
 
+def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None = None):
+    """Prefill and decode models per shape of ``setup``'s pools (:mod:`kvplan.plans.pd.plan`), each timed by its
+    deployment's step-time model (``Deployment.steps``); ``machine_of(dep)`` replaces the deployment's machine
+    (placements: other links); ``only`` = (prefill shape, decode shape) restricts to one pair."""
+    s = setup.settings
+    machine_of = machine_of or (lambda dep: dep.machine)
+    prefill = {}
+    ov = setup.overlap_comm
+    for shape, dep in setup.prefill.deployments.items():
+        if only is not None and shape != only[0]:
+            continue
+        pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
+        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov,
+                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
+        if setup.prefix_read_bytes_per_s and setup.cached_fraction:
+            load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
+                / setup.prefix_read_bytes_per_s
+            service = service + exposed_transfer_s(load, service, setup.card.num_layers)
+        fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
+        prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
+                                      dp)
+    decode = {}
+    context = workload.isl_mean + workload.osl_mean / 2
+    for shape, dep in setup.decode.deployments.items():
+        if only is not None and shape != only[1]:
+            continue
+        pool, layout, tp, dp = dep.pool.bytes_per_gpu, dep.layout, shape.tp, shape.dp
+        per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
+                             * workload.weights).sum())
+        longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
+        cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
+        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov,
+                                   steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
+        decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
+                                    longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
+                                    s.max_num_seqs * dp, dp)
+    return prefill, decode
+
+
 def transfer_model(receive_bytes_per_gpu: np.ndarray, decode_tp: int, prefill_tp: int, prefill_s: np.ndarray,
                    layers: float, link_bytes_per_s: float, latency_s: float) -> TransferModel:
     """Bytes, time and exposed time of one P→D transfer per ISL bin (see the module docstring)."""

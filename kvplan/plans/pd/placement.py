@@ -74,7 +74,7 @@ def placement_plans(setup, workload, best, models_for, make_candidate, pd_plan, 
         pm, dm = prefill[shape_p], decode[shape_d]
         transfer = transfer_model(dm.receive_bytes_per_gpu, shape_d.tp, shape_p.tp, pm.service_s,
                                   setup.card.num_layers, link.bandwidth_bytes_per_s, link.latency_s)
-        pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot)
+        pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot, max_utilization=setup.max_utilization)
         point, reason = pair.search()
         if point is None:
             point = pair.evaluate(best.point.x, best.point.y)

@@ -31,9 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
-from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
@@ -42,12 +39,13 @@ from kvplan.plans.deployment import Deployment, EngineSettings
 from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
 from kvplan.plans.links import Side, load_side
 from kvplan.plans.pd.link import PLACEMENTS, LinkOverride, PathLink, path_kind, resolve_link, same_place
-from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
-                                   as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
+from kvplan.plans.pd.model import (PDWorkload, as_length, pool_models, trace_hit_fraction, transfer_model,
+                                   workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
-from kvplan.plans.pd.report import aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan, verdict
+from kvplan.plans.pd.report import (aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan,
+                                    price_plans, pricing, verdict)
 from kvplan.plans.pd.result import PdAnswer, PdPlan
-from kvplan.plans.pd.search import PairModel, Point
+from kvplan.plans.pd.search import DEFAULT_MAX_UTILIZATION, PairModel, Point, utilization_note
 from kvplan.units import format_bytes
 from kvplan.workload.synthetic import Workload
 from kvplan.workload.traces import Trace, read_trace
@@ -92,6 +90,8 @@ class Setup:
     notes: list[str] = field(default_factory=list)
     overlap_comm: bool = False
     prefix_read_bytes_per_s: float | None = None
+    max_utilization: float = DEFAULT_MAX_UTILIZATION
+    gpu_cost: dict | None = None  # {hardware: price per GPU-hour}: candidates and the verdict compare cost
 
 
 @dataclass
@@ -149,6 +149,7 @@ def plan_pd(
     prefill_dp: Sequence[int] = (1,), decode_dp: Sequence[int] = (1,), expert_parallel: bool = False,
     redundant_experts: int | None = None, overlap_comm: bool = False, placements: bool = False, checklist: bool = False,
     prefix_read_bandwidth_bytes_per_s: float | None = None, prefix_cache_tokens: float | None = None,
+    max_utilization: float = DEFAULT_MAX_UTILIZATION, gpu_cost: dict[str, float] | None = None,
 ) -> PdAnswer:
     """The xPyD recommendation, the aggregated alternative and the sensitivity plans (see the module docstring).
 
@@ -167,6 +168,8 @@ def plan_pd(
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
     setup.overlap_comm = bool(overlap_comm)
+    setup.notes.append(utilization_note(max_utilization))
+    setup.max_utilization, setup.gpu_cost = float(max_utilization), (dict(gpu_cost) if gpu_cost else None)
     if hit_note:
         setup.notes.append(hit_note)
     if prefix_read_bandwidth_bytes_per_s is not None:
@@ -186,12 +189,12 @@ def plan_pd(
     if (placements or checklist) and base.best is not None:
         from kvplan.plans.pd.placement import placement_plans
 
-        extra, placement_notes = placement_plans(setup, workload, base.best, _models, Candidate, pd_plan, _unit)
+        extra, placement_notes = placement_plans(setup, workload, base.best, pool_models, Candidate, pd_plan, _unit)
         setup.notes.extend(placement_notes)
     else:
         extra = []
     agg = aggregated_alternative(setup, workload, _fleet_workload(trace, qps, isl, osl, arrival_cv),
-                                 allow_long_context) if aggregated else None
+                                 allow_long_context, setup.gpu_cost) if aggregated else None
     if agg is not None:
         plans.append(agg.plan)
     if sensitivity:
@@ -209,14 +212,17 @@ def plan_pd(
     if checklist:
         from kvplan.plans.pd.checklist import checklist as answer
 
-        lines, figures = answer(setup, workload, base, plans, _models)
+        lines, figures = answer(setup, workload, base, plans, pool_models)
         explain += ["checklist (seed §10):", *lines]
         plans[0] = replace(plans[0], checklist=figures)
-    text, failed = verdict(setup, plans[0], agg.plan if agg else None, base, fixed=fixed is not None)
+    plans, cost_notes = price_plans(plans, setup)
+    notes += cost_notes
+    agg_plan = next((p for p in plans if p.mode == "aggregated"), None) if agg else None
+    text, failed = verdict(setup, plans[0], agg_plan, base, fixed=fixed is not None)
     title = (f"PD disaggregation: {setup.card.name}, prefill on {setup.prefill.side.name}, decode on "
              f"{setup.decode.side.name}")
     return PdAnswer(title=title, plans=tuple(plans), columns=tuple(pd_columns(setup)), notes=tuple(notes),
-                    explain=tuple(explain), verdict=text, failed=failed, aggregated=agg.plan if agg else None)
+                    explain=tuple(explain), verdict=text, failed=failed, aggregated=agg_plan)
 
 
 def _fleet_workload(trace: Trace | None, qps, isl, osl, arrival_cv) -> FleetWorkload:
@@ -346,44 +352,6 @@ def _standard_notes(setup: Setup) -> list[str]:
 # --------------------------------------------------------------------------- the search
 
 
-def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | None = None):
-    """Prefill and decode models per shape (``machine_of(dep)`` replaces the deployment's machine: placements;
-    ``only`` = (prefill shape, decode shape) restricts to one pair)."""
-    s = setup.settings
-    machine_of = machine_of or (lambda dep: dep.machine)
-    prefill = {}
-    ov = setup.overlap_comm
-    for shape, dep in setup.prefill.deployments.items():
-        if only is not None and shape != only[0]:
-            continue
-        pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
-        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov,
-                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
-        if setup.prefix_read_bytes_per_s and setup.cached_fraction:
-            load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
-                / setup.prefix_read_bytes_per_s
-            service = service + exposed_transfer_s(load, service, setup.card.num_layers)
-        fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
-        prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
-                                      dp)
-    decode = {}
-    context = workload.isl_mean + workload.osl_mean / 2
-    for shape, dep in setup.decode.deployments.items():
-        if only is not None and shape != only[1]:
-            continue
-        pool, layout, tp, dp = dep.pool.bytes_per_gpu, dep.layout, shape.tp, shape.dp
-        per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
-                             * workload.weights).sum())
-        longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
-        cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
-        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov,
-                                   steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
-        decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
-                                    longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
-                                    s.max_num_seqs * dp, dp)
-    return prefill, decode
-
-
 def _kinds(setup: Setup, fixed, tp_p: int, tp_d: int) -> list[str]:
     """Paths to try for a pair (``tp_p``/``tp_d``: GPUs per prefill / decode instance)."""
     p, d = setup.prefill.side, setup.decode.side
@@ -411,7 +379,7 @@ def _in_scope(kind: str, unit: int, side: Side) -> bool:
 
 
 def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> Outcome:
-    prefill, decode = _models(setup, workload)
+    prefill, decode = pool_models(setup, workload)
     candidates, failures, link_errors = [], [], []
     layers = setup.card.num_layers
     for shape_p, shape_d in itertools.product(setup.prefill.shapes, setup.decode.shapes):
@@ -427,7 +395,8 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
             pm, dm = prefill[shape_p], decode[shape_d]
             transfer = transfer_model(dm.receive_bytes_per_gpu, shape_d.tp, shape_p.tp, pm.service_s, layers,
                                       link.bandwidth_bytes_per_s, link.latency_s)
-            pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot)
+            pair = PairModel(workload, pm, dm, transfer, setup.ttft, setup.tpot,
+                             max_utilization=setup.max_utilization)
             if fixed is not None:
                 candidates.append(Candidate(shape_p, shape_d, link, pair, pair.evaluate(*fixed)))
                 break
@@ -449,8 +418,9 @@ def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> 
         return Outcome(c, None if c.point.ok else c.point.failures[0], notes=list(c.link.notes))
     ok = [c for c in candidates if c.point.ok]
     if ok:
-        fewest = min(c.total_gpus for c in ok)
-        tied = [c for c in ok if c.total_gpus == fewest]
+        price = pricing(setup)
+        fewest = min(price(c) for c in ok)
+        tied = [c for c in ok if price(c) <= fewest * (1 + 1e-12)]
         for c in tied:
             c.capacity_per_s = c.pair.capacity_per_s(c.point.x, c.point.y)
         best = max(tied, key=lambda c: (c.capacity_per_s, -c.gpus_p - c.gpus_d))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kvplan.cards.schema import ModelCard
 from kvplan.errors import InputError, KvplanError
-from kvplan.plans.deployment import Parallelism
+from kvplan.plans.deployment import Parallelism, fewest_redundant_experts
 from kvplan.plans.links import Side
 from kvplan.plans.pd.model import valid_tps
 
@@ -90,7 +90,7 @@ def pool_shapes(card: ModelCard, side: Side, tps: list[int], dps: list[int], exp
         for t in placed:
             r = redundant_experts
             if r is None:
-                r = (-card.moe.num_experts) % (t * d) if expert_parallel and card.moe is not None else 0
+                r = fewest_redundant_experts(card, t * d) if expert_parallel else 0
                 if r:
                     notes.append(f"{what} TP{t}×DP{d}: EP{t * d} does not divide {card.name}'s "
                                  f"{card.moe.num_experts} routed experts; {r} redundant experts make it divide "

@@ -15,7 +15,7 @@ import numpy as np
 
 from kvplan.calc.disagg import rate_matched_xpyd
 from kvplan.errors import KvplanError
-from kvplan.plans.fleet.aggregated import FleetPlan, FleetWorkload, plan_fleet
+from kvplan.plans.fleet.aggregated import FleetPlan, FleetWorkload
 from kvplan.plans.pd.link import PATH_NAMES
 from kvplan.plans.pd.result import PdPlan, PoolFigures
 from kvplan.plans.pd.rows import STATS
@@ -25,7 +25,7 @@ NAMES = {"ttft_slo": "TTFT SLO", "tpot_slo": "TPOT SLO", "decode_kv_capacity": "
          "prefill_kv_capacity": "prefill KV capacity", "max_num_seqs": "max_num_seqs", "link": "P→D link",
          "kv_capacity": "KV capacity", "prefill_compute": "prefill compute", "chunk_budget": "chunk budget",
          "max_num_batched_tokens": "max_num_batched_tokens", "memory": "memory",
-         "utilization": "utilisation", "none": "none"}
+         "utilization": "utilisation", "prefill_utilization": "prefill utilisation ceiling", "none": "none"}
 
 
 def pd_columns(setup) -> list[str]:
@@ -79,6 +79,7 @@ def binding_of(setup, values: dict, prefill_binding: str | None, decode_binding:
         "decode_kv_capacity": values.get("decode_kv_utilization", 0),
         "max_num_seqs": values.get("decode_seq_utilization", 0),
         "link": values.get("link_utilization", 0),
+        "prefill_utilization": values.get("prefill_utilization", 0) / getattr(setup, "max_utilization", 1.0),
     }
     return max(binding, key=lambda k: ratios.get(k, 0.0) if math.isfinite(ratios.get(k, 0.0)) else math.inf)
 
@@ -173,36 +174,41 @@ class Aggregated:
     fleet: FleetPlan | None = None
 
 
-def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow_long_context: bool) -> Aggregated:
-    """The best aggregated fleet over the prefill pool's deployments (fewest GPUs), by :func:`plan_fleet`.
+def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow_long_context: bool,
+                           gpu_cost: dict | None = None) -> Aggregated:
+    """``kvplan plan``'s answer on the prefill side: the same shape search (:func:`search_shapes`), the cheapest plan.
 
-    The same deployments (cards, system links, engine, KV pool) the PD plan resolved, so the
-    alternative runs where the PD plan runs; the workload is ``kvplan plan``'s, at the PD plan's ca².
+    The shapes are plan's for TP 1, 2, 4, 8 and the prefill pool's TPs (for MoE models also TP × DP with EP,
+    :func:`kvplan.plans.fleet.search.candidate_shapes`), on the prefill side's hardware and system;
+    the deployments pd already resolved are reused. The workload is ``kvplan plan``'s, at the PD
+    plan's ca²; the cheapest feasible plan wins (cost with ``gpu_cost``, else GPUs), as in plan.
     """
+    from kvplan.plans.fleet.aggregated import Shape as FleetShape
+    from kvplan.plans.fleet.search import DEFAULT_TPS, search_shapes
+
     fleet_workload = replace(fleet_workload, arrival_scv=workload.arrival_scv)
-    s = setup.settings
-    plans, errors = [], []
-    for shape, dep in setup.prefill.deployments.items():
-        tp = shape.tp
-        if shape.dp > 1 or shape.expert_parallel:
-            errors.append(f"aggregated alternative at {shape.label()} not planned: the fleet model plans TP "
-                          "instances (no attention DP / EP)")
-            continue
-        try:
-            plans.append(plan_fleet(dep, fleet_workload, [setup.ttft, setup.tpot],
-                                    allow_long_context=allow_long_context))
-        except KvplanError as exc:  # the alternative failing to plan must not hide the PD plan
-            errors.append(f"aggregated alternative at tp={tp} not planned: {exc.message}")
+    s, side = setup.settings, setup.prefill.side
+    known = {FleetShape(t.tp, 1, t.dp, t.expert_parallel, t.redundant_experts): dep
+             for t, dep in setup.prefill.deployments.items()}
     common = _base(setup, workload, "base", "aggregated")
-    if not plans:
-        return Aggregated(PdPlan(**common, reason="; ".join(errors)), errors)
-    best = best_fleet(plans, setup.ttft, setup.tpot)
-    n, tp, point = best.instances, best.shape.tp, best.point
-    common["decode_hardware"] = setup.prefill.side.hardware.name
+    tps = sorted({*DEFAULT_TPS, *setup.prefill.tps})
+    try:
+        found = search_shapes(setup.card, side.hardware, fleet_workload, [setup.ttft, setup.tpot], tps, None, s,
+                              system=side.system, gpu_cost=gpu_cost, deployments=known,
+                              allow_long_context=allow_long_context)
+    except KvplanError as exc:  # the alternative failing to plan must not hide the PD plan
+        reason = f"aggregated alternative not planned: {exc.message}"
+        return Aggregated(PdPlan(**common, reason=reason), [reason])
+    best = found.best
+    n, shape, point = best.instances, best.shape, best.point
+    label = f"TP{shape.tp}" + (f"×DP{shape.dp}" if shape.dp > 1 else "") + (f" EP{shape.ep}" if shape.expert_parallel
+                                                                            else "")
+    nodes = n * shape.gpus / setup.prefill.node if n else None
+    pool = PoolFigures(instances=n, tp=shape.tp, dp=shape.dp, ep=shape.ep, nodes=nodes)
+    common["decode_hardware"] = side.hardware.name
     plan = PdPlan(
-        **common, xpyd=f"{n}×TP{tp}" if n else None, prefill=PoolFigures(instances=n, tp=tp),
-        decode=PoolFigures(instances=n, tp=tp), total_gpus=best.total_gpus, kv_transfer_bytes=0.0,
-        kv_transfer_s=0.0, exposed_transfer_s=0.0,
+        **common, xpyd=f"{n}×{label}" if n else None, prefill=pool, decode=pool, total_gpus=best.total_gpus,
+        kv_transfer_bytes=0.0, kv_transfer_s=0.0, exposed_transfer_s=0.0,
         prefill_s=_num(point.prefill_mean_s) if point is not None else None,
         prefill_utilization=_num(point.prefill_utilization) if point is not None else None,
         decode_batch_mean=_num(point.batch_mean) if point is not None else None,
@@ -212,29 +218,57 @@ def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow
         feasible=best.feasible, binding_constraint=best.binding_constraint, reason=best.reason,
         interference_share=_num(point.rho_interference) if point is not None else None,
     )
+    tried = ", ".join(f"{p.shape.label()} → " + (f"{p.total_gpus:,} GPUs" if p.feasible else "infeasible")
+                      for p in found.candidates)
     notes = [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {s.chunk_tokens:,} tokens a "
-             f"step) on {setup.prefill.side.name}, TP in {setup.prefill.tps}, the same arrival ca² "
-             f"({workload.arrival_scv:.3g}) as the PD plan" +
+             f"step) on {side.name}, TP in {tps}, the same arrival ca² ({workload.arrival_scv:.3g}) as the PD plan; "
+             f"shapes searched as kvplan plan does: {tried}" +
              ("; it has no cached-prefix input, so it prefills whole prompts" if setup.cached_fraction else ""),
-             *best.assumptions, *errors]
+             *best.assumptions, *found.skipped]
     return Aggregated(plan, notes, best)
 
 
-def best_fleet(plans: list[FleetPlan], ttft, tpot) -> FleetPlan:
-    """Fewest GPUs among the feasible plans (ties: most SLO headroom); the last plan when none is feasible."""
-    ok = [p for p in plans if p.feasible]
+def plan_cost(plan: PdPlan, gpu_cost: dict | None) -> float | None:
+    """Price per hour of a feasible plan: prefill GPUs × prefill price + decode GPUs × decode price (aggregated:
+    its GPUs × the price of its hardware); None without a price for every hardware it uses."""
+    if not gpu_cost or not plan.feasible or not plan.total_gpus:
+        return None
+    if plan.mode == "aggregated":
+        price = gpu_cost.get(plan.prefill_hardware)
+        return None if price is None else plan.total_gpus * price
+    p, d = gpu_cost.get(plan.prefill_hardware), gpu_cost.get(plan.decode_hardware)
+    if p is None or d is None or plan.prefill.gpus is None or plan.decode.gpus is None:
+        return None
+    return plan.prefill.gpus * p + plan.decode.gpus * d
 
-    def headroom(p):
-        return p.ttft[ttft.stat] / ttft.limit_s + p.tpot[tpot.stat] / tpot.limit_s
 
-    return min(ok, key=lambda p: (p.total_gpus, headroom(p))) if ok else plans[-1]
+def pricing(setup):
+    """What a candidate costs: x·g_p·price_p + y·g_d·price_d per hour with both prices (--gpu-cost), else its GPUs."""
+    cost = setup.gpu_cost or {}
+    p, d = cost.get(setup.prefill.side.hardware.name), cost.get(setup.decode.side.hardware.name)
+    if p is None or d is None:
+        return lambda c: c.total_gpus
+    return lambda c: c.point.x * c.gpus_p * p + c.point.y * c.gpus_d * d
+
+
+def price_plans(plans: list[PdPlan], setup) -> tuple[list[PdPlan], list[str]]:
+    """Every plan with its ``cost_per_hour`` (:func:`plan_cost`), and a note naming hardware --gpu-cost leaves unpriced."""
+    priced = [replace(p, cost_per_hour=plan_cost(p, setup.gpu_cost)) for p in plans]
+    missing = sorted({setup.prefill.side.hardware.name, setup.decode.side.hardware.name} - set(setup.gpu_cost or {}))
+    notes = [f"--gpu-cost names no price for {', '.join(missing)}: GPU counts compared"] \
+        if setup.gpu_cost and missing else []
+    return priced, notes
 
 
 # --------------------------------------------------------------------------- verdict and explain
 
 
 def verdict(setup, pd: PdPlan, agg: PdPlan | None, outcome, fixed: bool = False) -> tuple[str, bool]:
-    """Which mode wins and why; failed when neither meets the SLOs (or a given xPyD does not)."""
+    """Which mode wins and why; failed when neither meets the SLOs (or a given xPyD does not).
+
+    With ``--gpu-cost`` prices for every hardware involved the winner is the cheaper per hour
+    (:func:`plan_cost`), and the text says costs were compared; otherwise GPU counts are compared,
+    and between different hardware the text says so (and how to compare cost)."""
     text, failed = _compare(setup, pd, agg)
     if fixed and not pd.feasible:
         return f"the given {pd.xpyd} does not meet {slo_text(setup.ttft)}, {slo_text(setup.tpot)}: " \
@@ -248,7 +282,7 @@ def _compare(setup, pd: PdPlan, agg: PdPlan | None) -> tuple[str, bool]:
         what = (f"disaggregated {pd.xpyd} (prefill {pd.prefill.label()}, decode {pd.decode.label()}, "
                 f"KV over the "
                 f"{PATH_NAMES[pd.link_kind]}) needs {pd.total_gpus} GPUs, "
-                f"{pd.goodput_per_gpu:.3g} req/s per GPU; binding: {NAMES.get(pd.binding_constraint)}")
+                f"{pd.goodput_per_gpu:.3g} req/s per GPU; binding: {NAMES.get(pd.binding_constraint, pd.binding_constraint)}")
     else:
         what = f"disaggregation cannot meet {slos}: {pd.reason}"
     if agg is None:
@@ -258,6 +292,16 @@ def _compare(setup, pd: PdPlan, agg: PdPlan | None) -> tuple[str, bool]:
                  f"GPU; binding: {NAMES.get(agg.binding_constraint, agg.binding_constraint)}")
     else:
         other = f"aggregated cannot meet them: {agg.reason or agg.binding_constraint}"
+    if pd.feasible and agg.feasible and pd.cost_per_hour is not None and agg.cost_per_hour is not None:
+        c_pd, c_agg = pd.cost_per_hour, agg.cost_per_hour
+        if abs(c_agg - c_pd) <= 1e-9 * max(c_pd, c_agg):
+            win = f"a tie in cost ({c_pd:,.4g} per hour each)"
+        else:
+            who = "disaggregation" if c_pd < c_agg else "aggregated"
+            win = f"{who} wins by {abs(c_agg - c_pd):,.4g} per hour ({c_pd:,.4g} vs {c_agg:,.4g} per hour)"
+        gpus = f"{pd.total_gpus} vs {agg.total_gpus} GPUs"
+        return (f"{win}: costs compared (--gpu-cost), not GPU counts ({gpus}): {what}; {other}{_why(pd, agg)}",
+                False)
     if pd.feasible and agg.feasible:
         diff = agg.total_gpus - pd.total_gpus
         if diff > 0:
@@ -266,6 +310,9 @@ def _compare(setup, pd: PdPlan, agg: PdPlan | None) -> tuple[str, bool]:
             win = f"aggregated wins by {-diff} GPU{'s' if diff < -1 else ''}"
         else:
             win = "a tie in GPUs"
+        if pd.prefill_hardware != pd.decode_hardware:
+            win += (f" (GPU counts compared across {pd.prefill_hardware} and {pd.decode_hardware}; give "
+                    "--gpu-cost with both prices to compare cost)")
         return f"{win}: {what}; {other}{_why(pd, agg)}", False
     if pd.feasible:
         return f"disaggregation wins: {what}; {other}", False

@@ -101,6 +101,7 @@ class PdPlan:
     placement: Placement | None = None
     checklist: dict | None = None
     extra: tuple = ()  # ((key, seconds), …): an SLO statistic outside report.STATS (p99.9), in row order
+    cost_per_hour: float | None = None  # with --gpu-cost: GPUs × price per GPU-hour of each pool's hardware
 
     def ttft_at(self, stat: str):
         return self.ttft.get(stat, dict(self.extra).get(f"ttft_{stat}_s"))

@@ -26,7 +26,7 @@ ROW_KEYS = [
     "tpot_slo", "goodput_per_gpu", "capacity_per_gpu", "prefill_goodput_per_gpu", "decode_goodput_per_gpu",
     "rate_matched_xpyd", "feasible", "binding_constraint", "prefill_binding", "decode_binding",
     "best_achievable_ttft_s", "best_achievable_tpot_s", "interference_share", "reason",
-    "placement", "placement_fits", "placement_picked", "placement_reason", "checklist",
+    "placement", "placement_fits", "placement_picked", "placement_reason", "checklist", "cost_per_hour",
 ]
 POOL_KEYS = ("instances", "tp", "dp", "ep", "nodes", "gpus")
 

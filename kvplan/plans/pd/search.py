@@ -22,6 +22,12 @@ At ρ ≥ 1 the transfer queue grows without bound: infeasible. Below, transfers
 with k = ⌊min(x·tp_p, y·tp_d) / n⌋ slots (Erlang-C + Allen–Cunneen, service = bytes / (n × bw));
 the wait's p-quantile is added to TTFT (a sum of percentiles: conservative).
 
+Utilisation ceiling: the prefill pool's ρ = λ E[S] / (x × dp) must stay ≤ ``max_utilization``
+(default :data:`DEFAULT_MAX_UTILIZATION`). Near ρ = 1 the M/G/c wait is finite on paper but a
+small error in the rate or the service time tips the pool past saturation; the default 0.9 is
+``kvplan plan``'s ceiling too, and ≈ 1/(1 + 0.11): it absorbs the 11% median |error| of kvplan's
+prefill/TTFT on the scoring set (docs/validation.md) without saturating.
+
 Search: y = the fewest decode instances meeting TPOT and memory (feasibility only improves
 with y); then, if the link alone breaks TTFT at any x, y grows; x = the fewest prefill
 instances meeting TTFT. Doubling then bisection, as :func:`kvplan.calc.queueing.min_servers`.
@@ -36,10 +42,23 @@ import numpy as np
 
 from kvplan.calc.disagg import occupancy_quantile, sojourn_quantile_s
 from kvplan.calc.tails import wait_tail
+from kvplan.errors import InputError
 from kvplan.plans.fleet.model import Slo
 from kvplan.plans.pd.model import DecodeModel, PDWorkload, PrefillModel, TransferModel
 
 MAX_INSTANCES = 100_000
+DEFAULT_MAX_UTILIZATION = 0.9   # prefill pool ρ ceiling (module docstring: basis)
+
+
+def utilization_note(max_utilization: float) -> str:
+    """Check ``--max-utilization`` and say which prefill-pool ceiling the plan used (module docstring: basis)."""
+    if not 0 < max_utilization <= 1:
+        raise InputError(f"--max-utilization must be in (0, 1] (got {max_utilization})",
+                         f"the prefill pool's utilisation ceiling; kvplan's default is {DEFAULT_MAX_UTILIZATION:g}")
+    return (f"prefill pool sized to utilisation ≤ {max_utilization:g}"
+            + (" (kvplan default, as kvplan plan's ceiling: ≈ 1/(1 + 0.11), the 11% median |error| of "
+               "kvplan's prefill/TTFT on the scoring set, keeps the pool below saturation; "
+               "--max-utilization)" if max_utilization == DEFAULT_MAX_UTILIZATION else " (--max-utilization)"))
 
 
 def quantile_of(stat: str) -> float:
@@ -65,9 +84,11 @@ class PairModel:
     """Evaluate x prefill and y decode instances of one (prefill TP, decode TP) over one path."""
 
     def __init__(self, workload: PDWorkload, prefill: PrefillModel, decode: DecodeModel, transfer: TransferModel,
-                 ttft: Slo, tpot: Slo, stats=("mean", "p50", "p90", "p95", "p99")) -> None:
+                 ttft: Slo, tpot: Slo, stats=("mean", "p50", "p90", "p95", "p99"),
+                 max_utilization: float = DEFAULT_MAX_UTILIZATION) -> None:
         self.w, self.p, self.d, self.t = workload, prefill, decode, transfer
         self.ttft, self.tpot = ttft, tpot
+        self.max_utilization = float(max_utilization)
         self.stats = tuple(dict.fromkeys([*stats, ttft.stat, tpot.stat]))
         weights = workload.weights
         moving = transfer.transfer_s - transfer.latency_s
@@ -174,6 +195,8 @@ class PairModel:
             point.failures.append("prefill_kv_capacity")
         if rho >= 1:
             point.failures.append("link")
+        if v["prefill_utilization"] > self.max_utilization * (1 + 1e-12):
+            point.failures.append("prefill_utilization")
         if not v[f"ttft_{self.ttft.stat}_s"] <= self.ttft.limit_s * (1 + 1e-12):
             point.failures.append("ttft_slo")
         return point

@@ -151,7 +151,8 @@ def resolve_machine(
         if hw.scale_up_domain is not None and max_gpus > hw.scale_up_domain and hw.nic is None:
             raise MissingFigureError(
                 f"{max_gpus} GPUs exceed {hw.name}'s scale-up domain ({hw.scale_up_domain}) and the card has no nic",
-                "add the NIC to the card, or lower --tp",
+                "lower --tp, pass a system card with a NIC as --system ('kvplan cards list' shows the system "
+                "cards), or add the NIC with its source to the card",
             )
     machine = Machine(name=hw.name, compute_dtype=compute_dtype, bandwidth_bytes_per_s=hw.hbm_bandwidth_bytes_per_s,
                       peak_flops_per_s=peak, eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead, **kwargs)
@@ -277,7 +278,8 @@ def latency(
         if cost.is_moe and expert_parallel and expert_imbalance is None:
             notes.append(DEFAULT_IMBALANCE_NOTE)
         par = Parallel(tp=1, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-                       imbalance=imbalance, overlap_comm=overlap_comm or tbo)
+                       imbalance=imbalance, overlap_comm=overlap_comm or tbo,
+                       alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
         explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
         pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                                  efficiencies.step_overhead_s is not None, par, notes,

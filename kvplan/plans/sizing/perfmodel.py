@@ -102,7 +102,8 @@ def check_parallelism(card: ModelCard, hw: HardwareCard, tps, dp: int, expert_pa
         if gpus > domain and hw.nic is None:
             raise InputError(
                 f"--tp {tp} × --dp {dp} = {gpus} GPUs exceed {hw.name}'s {domain} GPUs per node and the card has no NIC",
-                "stay within one node, or use a hardware card with a nic (scale-out link)")
+                "stay within one node, or pass a system card with a NIC as --system ('kvplan cards list' shows the "
+                "system cards; those with a nic link) or add the NIC with its source to the card")
         if expert_parallel:
             slots = card.moe.num_experts + redundant_experts
             if slots % gpus:
@@ -139,7 +140,7 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
     def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, overlap_comm=False, **kw):
         par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
-                            overlap_comm=par.overlap_comm or bool(overlap_comm))
+                            overlap_comm=par.overlap_comm or bool(overlap_comm), alltoall=par.alltoall)
         return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                              batch=batch, phase=phase, clamped=clamped,
                              graph_sizes=graph_sizes if phase in ("decode", "mixed") else (), **kw)
@@ -222,7 +223,8 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     if cost.is_moe and expert_parallel:
         notes.append(DEFAULT_IMBALANCE_NOTE)
     par = Parallel(tp=tp, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
-                   imbalance=DEFAULT_IMBALANCE, overlap_comm=overlap_comm)
+                   imbalance=DEFAULT_IMBALANCE, overlap_comm=overlap_comm,
+                   alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
     explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
     pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                               efficiencies.step_overhead_s is not None, par, notes, load_tables(),
