@@ -21,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from kvplan.calc import tiering
 from kvplan.calc.roofline import Machine, ModelCost, PassCost, decode_step, mixed_chunk_step, prefill
 
@@ -68,6 +70,12 @@ class StepTimes:
 
     def recompute_s(self, tokens):
         return self.suffix_prefill_s(0.0, tokens)
+
+    def context_recompute_s(self, tokens):
+        """What caching a whole context of n tokens saves: ``suffix(0, n) − suffix(n − 1, n)``
+        (:func:`kvplan.calc.tiering.context_recompute_s`)."""
+        return self.suffix_prefill_s(0.0, tokens) - self.suffix_prefill_s(np.asarray(tokens, dtype=np.float64) - 1,
+                                                                           tokens)
 
 
 __all__ = ["PERF_MODELS", "StepTimes"]

@@ -266,6 +266,10 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     dps_p, dps_d, ep, redundant = layout
     for side, tps, dps, what in ((p_side, prefill_tp, dps_p, "prefill"), (d_side, decode_tp, dps_d, "decode")):
         pools.append(_pool(card, side, list(tps), list(dps), ep, redundant, settings, what, notes, resolved))
+    for i, note in enumerate(notes):  # a shape both pools skip for the same reason: one note
+        if note.startswith("prefill ") and (twin := "decode " + note[len("prefill "):]) in notes:
+            notes[i] = "prefill and decode " + note[len("prefill "):]
+            notes.remove(twin)
     setup = Setup(card, pools[0], pools[1], parse_slo("ttft", ttft), parse_slo("tpot", tpot), settings, placement,
                   override, cached_fraction, notes + late_notes)
     notes.extend(_standard_notes(setup))
