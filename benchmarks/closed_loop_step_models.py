@@ -10,10 +10,9 @@ concurrency and request count, one instance, with the row's parallel layout (SGL
 
 - ``roofline``: the deployment's step times under ``--perf-model roofline`` (one η pair,
   :func:`kvplan.sim.steps.build_step_model`);
-- ``operators``: the default, ``kvplan plan --concurrency``'s: the per-operator model
+- ``operators``: the default, what ``kvplan plan --concurrency`` uses: the per-operator model
   (:mod:`kvplan.calc.operators` with NVIDIA aiconfigurator's kernel tables for the GPU and engine,
-  as ``kvplan latency`` uses; ``Deployment.steps``), tabulated for one DP rank by
-  :mod:`kvplan.sim.opsteps`.
+  as ``kvplan latency`` uses; ``Deployment.steps``), tabulated for one DP rank by :mod:`kvplan.sim.opsteps`.
 
 Printed: per group (dense; MoE on H200; MoE on MI300X, which has no kernel tables so both models
 price it from the card's η; each MoE group also per engine) median |error|, bias (median signed error) and p90 |error| of output
@@ -22,48 +21,23 @@ tokens/s, median TTFT and median ITL/TPOT, for both step models.
 
 from __future__ import annotations
 
-import csv
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
-from kvplan.plans.fleet.closed import closed_loop
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "measurements" / "closed_loop.csv"
-ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "nvidia-nim": "trtllm"}
-
-
-def row_deployment(r: dict, perf_model: str = "operators"):
-    """The row's deployment: its cards, dtypes, engine and layout (attention DP from ``attention_dp``)."""
-    engine = ENGINES.get(r["engine"].split(" ")[0].lower(), "vllm")
-    kv = (r["kv_dtype"] or "").strip().lower()
-    kv = "fp8" if kv.startswith("fp8") else ("bf16" if kv.startswith("bf16") else "auto")
-    tp, dp = int(r["tp"]), int(r["attention_dp"] or 1)
-    par = Parallelism(tp=tp // dp, dp=dp, expert_parallel=dp > 1)
-    return resolve(r["model_card"], r["hardware_card"], engine=EngineSettings(engine=engine, kv_dtype=kv,
-                                                                          weights_dtype=r["weights_dtype"],
-                                                                          perf_model=perf_model),
-                   parallel=par)
-
-
-def group(r: dict) -> str:
-    return "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
+from closed_loop_rows import deployment, group, replay, rows as load_rows
 
 
 def main() -> None:
-    rows = list(csv.DictReader(DATA.open()))
+    rows = load_rows()
     errors: dict = {}
     show = "--rows" in sys.argv
     for r in rows:
-        n, c = int(r["num_requests"] or 500), int(r["concurrency"])
-        isl, osl = np.full(n, int(r["isl"])), np.full(n, int(r["osl"]))
+        c = int(r["concurrency"])
         cells = []
         for name in ("roofline", "operators"):
-            dep = row_deployment(r, name)
-            out = closed_loop(dep, isl, osl, c, 1, n)
+            dep = deployment(r, name)
+            out = replay(r, dep)
             for metric, measured, predicted in (
                     ("output tok/s", r["output_tokens_per_s"], out["output_tokens_per_s"]),
                     ("TTFT p50", r["ttft_median_ms"], (out["ttft_p50_s"] or 0) * 1e3),
