@@ -99,10 +99,11 @@ def test_closed_loop_chart_is_a_png(invoke, tmp_path):
 # ------------------------------------------------------------------ scheduling: waves of a fixed-length closed loop
 
 def _one_prompt_step(dep, tokens):
+    """One step holding one whole ``tokens``-token prompt and no decoders, on the deployment's step table."""
     from kvplan.sim import build_step_model
-    steps = build_step_model(dep.cost, dep.machine, dep.tp, dep.engine.chunk_tokens + dep.engine.max_num_seqs, 1100.0)
-    kv, flops = steps.prefill_terms(np.array([0.0]), np.array([float(tokens)]))
-    return steps.step_s(tokens, 1, kv, flops)
+    steps = build_step_model(dep.cost, dep.machine, dep.tp, dep.engine.chunk_tokens + dep.engine.max_num_seqs, 1100.0,
+                             steps=dep.steps)
+    return steps.chunk_step_s(tokens, 1, 0.0, np.array([0.0]), np.array([float(tokens)]), [tokens], 1)
 
 
 def test_prefill_first_waves_queue_their_prompts():
