@@ -190,3 +190,19 @@ def test_bursts_queue_their_prompts_as_measured():
         out = _row_replay(r)
         measured = float(r["ttft_p99_ms"]) / float(r["ttft_median_ms"])
         assert out["ttft_p99_s"] / out["ttft_p50_s"] == pytest.approx(measured, rel=0.15), r["source_locator"]
+
+
+@pytest.mark.parametrize("value, message", [
+    ("-1", "--concurrency values must be whole numbers >= 1 (got '-1')"),
+    ("1.5", "--concurrency values must be whole numbers >= 1 (got '1.5')"),
+    ("1,x,3", "--concurrency values must be whole numbers >= 1 (got 'x')"),
+    ("2000000", "--concurrency 2,000,000 is more than 1,000,000 requests in flight"),
+    ("99999999999999999999", "is more than 1,000,000 requests in flight"),
+    (",".join(str(c) for c in range(1, 66)), "--concurrency lists 65 values; at most 64"),
+])
+def test_bad_concurrency_is_an_error_before_any_replay(invoke, value, message):
+    res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", value,
+                 "--tp", "1")
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert message in lines[0] and lines[0].startswith("Error: ") and lines[1].startswith("Hint: ")
