@@ -210,6 +210,14 @@ def render(results) -> tuple[str, dict]:
               "quantisation, the 32-expert shape the table does not hold: its nearest row is gpt-oss-120b's 128 "
               "experts) rather than host time; neither is confirmed here. These twelve batch-1 rows are twelve of the fifteen "
               "MoE scoring rows and set the group's bias.",
+              "- *A wide-EP decode instance* (LMSYS, DeepSeek-V3 on 9×8 H100, SGLang with DeepEP low-latency, "
+              "two-batch overlap and EPLB, 256 sequences per GPU at KV length 2,000; scored as a decode-only "
+              "`--dp 72 --enable-expert-parallel --ep-redundant-experts 32 --system hgx-h100-8` step, "
+              "`--dp-imbalance 1`): kvplan gives 10,398 tok/s per node against 22,282, −53 %. The routed experts "
+              "are 85 % of its kernel time: the MoE table's power-law rows (no EPLB) at EP32, the largest EP "
+              "measured, time the hottest rank at 3 % of speed of light at 16k tokens entering the layer, and "
+              "an EPLB deployment is nearer balanced. No published EPLB residual imbalance was found to read "
+              "the table's balanced rows by, so the row stays at the default and is counted.",
               "- *Dense at max throughput* is 8 % pessimistic in the median on the fitting set: TensorRT-LLM's "
               "per-tensor FP8 GEMM rows in the kernel database reach 16–21 % of HBM bandwidth at decode sizes "
               "(kvplan/data/perf/README.md), below what the end-to-end tables imply. A BF16 KV cache halves the batch "

@@ -155,6 +155,8 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
     - ``output_tokens_per_s_per_user`` at batch 1 (gpt-fast): 1 / decode step at the prompt.
     - ``e2e_latency_s`` at batch b (vLLM ROCm tables): end-to-end latency of the static batch.
     - ``output_tokens_per_s_per_gpu`` with a stated batch (TensorRT-LLM H200 launch blog): throughput.
+    - a disaggregated decode instance's tokens/s per node or GPU at a stated batch per GPU and KV length
+      (LMSYS large-scale EP): the decode-only step of that instance (:func:`_pd_decode_row`).
     """
     if not path.exists():
         return []
@@ -177,7 +179,7 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
             continue
         metric = r["metric"]
         if _int(r.get("ep", ""), 1) > 1 or _int(r.get("attention_dp", ""), 1) > 1:
-            scored = _expert_parallel_row(r, group, engine)
+            scored = _pd_decode_row(r, group, engine) if r["phase"] == "decode" else _expert_parallel_row(r, group, engine)
             if scored is not None:
                 out.append(scored)
             continue
@@ -236,6 +238,43 @@ def _expert_parallel_row(r: dict, group: str, engine: str) -> Scored | None:
               osl=_int(r["osl"]), measured=float(r["value"]), group=group, set="scoring")
     return Scored(row, "tokens_per_s_per_gpu", (("engine", engine), ("batch", _int(r["batch"])), ("dp", dp),
                                                 ("expert_parallel", row.expert_parallel)), 1.0)
+
+
+# The node whose NIC a multi-node row's EP all-to-all crosses (system cards with the GPU's scale-up link and NIC).
+NODE_SYSTEM = {"h100-sxm": "hgx-h100-8", "h200": "hgx-h200-8", "h800-sxm": "hgx-h800-8"}
+
+
+def _pd_decode_row(r: dict, group: str, engine: str) -> Scored | None:
+    """A disaggregated decode instance at a stated batch per GPU and KV length (no prefill on it, no MTP).
+
+    tokens/s per node = GPUs per node × (instance batch / decode step at the KV length) / GPUs, the step of
+    ``--tp 1 --dp N --enable-expert-parallel`` over N = the row's GPUs on the GPU's HGX system card (its NIC),
+    with the fewest redundant experts that make the expert count divide by N (SGLang's EPLB replicas), two-batch
+    overlap where the row says so, and a balanced lock step (λ_dp = 1: a decode-only instance mixes no context
+    chunks into its steps).
+    """
+    metric = r["metric"]
+    per = {"output_tokens_per_s_per_node": 8.0, "output_tokens_per_s_per_gpu": 1.0}.get(metric)
+    system = NODE_SYSTEM.get(r["hardware_card"])
+    gpus, dp, ep = _int(r.get("num_gpus", ""), 0), _int(r.get("attention_dp", ""), 1), _int(r.get("ep", ""), 1)
+    if per is None or system is None or not (r["batch"] and r["isl"]) or not (gpus == dp == ep > 1):
+        return None
+    if "MTP" in r.get("notes", "").replace("No MTP", ""):
+        return None
+    from kvplan.cards.loader import load_model
+
+    experts = load_model(r["model_card"]).moe.num_experts
+    kv = _int(r["isl"])
+    row = Row(source=f"{r['source'][:90]} ({r['source_locator'][:60]})", model=r["model_card"],
+              hardware=r["hardware_card"], label=f"DEP{dp} decode", tp=1, dp=dp, expert_parallel=True,
+              weights_dtype=r["weights_dtype"] if r["weights_dtype"] in ("bf16", "fp8", "fp4") else "auto",
+              kv_dtype=r["kv_dtype"] if r["kv_dtype"] in ("bf16", "fp8") else "auto", isl=kv, osl=2,
+              measured=float(r["value"]), group=group, set="scoring",
+              reading=f"decode-only instance on {system}; batch {r['batch']} per GPU at KV length {kv:,}")
+    kwargs = (("engine", engine), ("batch", dp * _int(r["batch"])), ("dp", dp), ("expert_parallel", True),
+              ("redundant_experts", (-experts) % dp), ("system", system), ("context", kv), ("dp_imbalance", 1.0),
+              ("two_batch_overlap", "two-batch overlap" in r.get("notes", "").lower()))
+    return Scored(row, "decode_tokens_per_s_per_gpu", kwargs, per)
 
 
 def estimate_scored(s: Scored) -> float:
