@@ -240,6 +240,18 @@ def _whole(x) -> int | float:
     return int(x) if x.is_integer() else x
 
 
+def _product(per_seq: np.ndarray, batches: np.ndarray) -> np.ndarray:
+    """per-sequence bytes × batch on the (seq, batch) grid, in int64 where every product is exact.
+
+    Both factors are whole; below 2⁵³ the int64 product equals the float64 one exactly (and
+    needs no conversion when written); beyond, the float product is kept as it is.
+    """
+    if (per_seq.size and batches.size and float(per_seq.max()) * float(batches.max()) < 2.0**53
+            and float(per_seq.min()) >= 0 and bool((per_seq == np.floor(per_seq)).all())):
+        return per_seq.astype(np.int64)[:, None] * batches.astype(np.int64)[None, :]
+    return per_seq[:, None] * batches[None, :]
+
+
 def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
             chunk_points: int = CHUNK_POINTS) -> Iterator[Block]:
     """The combination's points, in chunks of at most ``chunk_points`` (whole seq rows).
@@ -267,8 +279,8 @@ def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
         # fit rounds with Python's round(); n_seq calls per combination, not one per point
         rounded = np.array([round(float(c), 4) for c in concurrency])
         grid_arrays = {
-            "kv_bytes_total": per_seq[:, None] * batches[None, :],
-            "kv_bytes_total_per_gpu": per_seq_gpu[:, None] * batches[None, :],
+            "kv_bytes_total": _product(per_seq, batches),
+            "kv_bytes_total_per_gpu": _product(per_seq_gpu, batches),
             "fits": (kv_bytes > 0) & (concurrency[:, None] >= batches[None, :]),
         }
         batch_arrays = {"batch": batches.astype(np.int64)}
@@ -316,8 +328,11 @@ def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
                                               eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes,
                                               load_tables())
 
+    def times(*args, **kwargs):  # the step time and its floor only: no per-operator terms at grid size
+        return pass_fn(*args, times_only=True, **kwargs)
+
     def columns(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
-        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=pass_fn)
+        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=times)
         return {"decode_step_s": step.time_s, "floor_decode_step_s": step.floor_s,
                 "decode_tokens_per_s": batches[None, :] / step.time_s}
 

@@ -170,21 +170,23 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
     return done
 
 
-# Parquet: LZ4 pages; dictionaries for the string columns; the integer columns delta-encoded
-# (DELTA_BINARY_PACKED: a run of one value or a steady step packs to a few bits a row) and the
-# floats plain; statistics on the coordinates (what readers filter on). Measured on the 4M-point
-# grid of benchmarks/bench_sweep.py: encoding takes ~0.75 s CPU whatever the codec (none 0.73,
-# LZ4 0.73–0.86, Snappy 0.79, zstd-1 1.32); LZ4 shrinks the file from 548 to 93 MB and the delta
-# integers to 58 MB, which is what a disk-bound write pays for.
+# Parquet: LZ4 pages; dictionaries for the string columns; the integer columns that vary along
+# seq or batch delta-encoded (DELTA_BINARY_PACKED: a steady step packs to a few bits a row), the
+# integers constant over a combination and the floats plain (LZ4 packs a run of one value to
+# nothing); statistics on the integer coordinates (what readers filter on); the columns that are
+# never empty are required fields (no definition levels). Measured on the 4M-point grid of
+# benchmarks/bench_sweep.py: encoding ~0.45 s CPU (0.80 s with every column nullable, every
+# integer delta-encoded and statistics on every coordinate); LZ4 shrinks the file from ~400 MB to
+# 55 MB, which is what a disk-bound write pays for (zstd-1 costs ~0.5 s more for little less).
 PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
-                   "write_statistics": COORDINATES + ["fits"]}
+                   "write_statistics": ["seq_len", "batch", "tp", "pp"]}
 
 
 def parquet_options(names: list[str]) -> dict:
-    from kvplan.plans.check.sweep_format import column_kind
+    from kvplan.plans.check.sweep_format import SCALAR_COLUMNS, column_kind
 
-    return {**PARQUET_OPTIONS,
-            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in names if column_kind(name) == "int"}}
+    delta = [name for name in names if column_kind(name) == "int" and name not in SCALAR_COLUMNS]
+    return {**PARQUET_OPTIONS, "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED")}
 
 
 def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
