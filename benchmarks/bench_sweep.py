@@ -13,7 +13,9 @@ formatting, writing) and prints:
 Output goes to a RAM-backed directory (/dev/shm) when there is one, so that the figures
 measure kvplan rather than the disk; ``--disk`` writes beside the system's temporary directory
 instead (then a CSV of ~800 MB is bounded by the disk's write rate).
-An in-process figure for the evaluation alone (no writing) comes first.
+An in-process figure for the evaluation alone (no writing) comes first. kvplan's bytecode is
+written first (as an install does; see bench_size.compile_package), so that start-up measures
+kvplan rather than the compiler under ``PYTHONDONTWRITEBYTECODE=1``.
 
 Run: python benchmarks/bench_sweep.py [--disk] [--points-scale 0.1]  (prints figures; nothing asserted)
 """
@@ -74,6 +76,10 @@ def main() -> None:
     parser.add_argument("--disk", action="store_true", help="write to the temporary directory, not /dev/shm")
     parser.add_argument("--points-scale", type=float, default=1.0, help="fraction of the 1,000 lengths")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_size import compile_package
+
+    compile_package()
     base = None if args.disk or not Path("/dev/shm").is_dir() else "/dev/shm"
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; output in {base or tempfile.gettempdir()}")
     with tempfile.TemporaryDirectory(dir=base) as tmp:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
 from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError, KvplanError, MissingFigureError
-from kvplan.plans.check.planfile import Tokens, describe_errors, read_yaml
+from kvplan.plans.check.yamlfile import Tokens, describe_errors, read_yaml
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.check.sweep_format import LATENCY_COLUMNS as LATENCY
 from kvplan.units import parse_tokens
