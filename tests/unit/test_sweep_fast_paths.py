@@ -9,8 +9,9 @@ import pytest
 from kvplan.calc import perfdb
 from kvplan.calc.operators import Parallel, PassTimes
 from kvplan.calc.roofline import decode_step
-from kvplan.plans.check.sweep import Grid, _deployment, _product, sweep
-from kvplan.plans.check.sweep_format import NULLABLE_COLUMNS, SCALAR_COLUMNS, arrow_schema
+from kvplan.plans.check.sweep import Grid, _deployment, _product, sweep, sweep_stream
+from kvplan.plans.check.sweep_format import (CACHE_COLUMNS, LATENCY_COLUMNS, NULLABLE_COLUMNS, SCALAR_COLUMNS,
+                                             arrow_schema)
 from kvplan.plans.check.sweep_write import write_sweep
 from kvplan.plans.sizing.latency_ops import load_tables
 from kvplan.plans.sizing.perfmodel import operator_model
@@ -83,3 +84,18 @@ def test_parquet_layout_required_plain_and_delta(tmp_path):
     assert table.schema.remove_metadata().equals(arrow_schema(table.column_names))
     frame = table.to_pandas()
     assert frame["kv_cache_memory_bytes"].isna().any() and frame["seq_len"].notna().all()
+
+
+def test_cache_columns_are_required_when_every_combination_has_kv_memory(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    grid = Grid(models=["llama-3.1-8b"], hardware=["h100-sxm"], seq=[1024, 131072], batch=[1, 4096])
+    for name, result in (("stream", sweep_stream(grid)), ("whole", sweep(grid))):
+        out = tmp_path / f"{name}.parquet"
+        write_sweep(result, out)
+        schema = pq.ParquetFile(out).schema
+        levels = {schema.column(i).name: schema.column(i).max_definition_level for i in range(len(schema.names))}
+        assert all(levels[c] == 0 for c in CACHE_COLUMNS), levels        # every combination has a KV pool
+        assert all(levels[c] == 1 for c in LATENCY_COLUMNS), levels      # batch 4096 at 128k does not fit
+        frame = pq.read_table(out).to_pandas()
+        assert frame["decode_step_s"].isna().any() and frame["num_blocks"].notna().all()
+        assert str(pq.read_table(out).schema.field("num_blocks").type) == "int64"

@@ -212,6 +212,11 @@ class SweepResult:
     notes: list[str] = field(default_factory=list)
     latency_notes: list[str] = field(default_factory=list)  # defaults the roofline took per card
     seconds: float = 0.0
+    cache_gaps: bool | None = None  # some combination has no KV memory (empty cache cells); None: from the blocks
+
+    def has_cache_gaps(self) -> bool:
+        """True when some combination's cache cells are empty (its budget is ≤ 0)."""
+        return any(b.no_cache for b in self.blocks) if self.cache_gaps is None else self.cache_gaps
 
     @property
     def rows(self) -> int:
@@ -384,7 +389,7 @@ def sweep(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool
     stream = sweep_stream(grid, cards=cards, strict=strict, progress=progress)
     blocks = list(stream)
     return SweepResult(grid=stream.grid, blocks=blocks, skipped=stream.skipped, notes=stream.notes,
-                       latency_notes=stream.latency_notes, seconds=stream.seconds)
+                       latency_notes=stream.latency_notes, seconds=stream.seconds, cache_gaps=stream.cache_gaps)
 
 
 def sweep_stream(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool = False,
@@ -412,6 +417,7 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
     notes: list[str] = []
     latency_notes: list[str] = []
     done = 0
+    gaps = False
     ready = []  # every combination is checked (strict errors raised) before the first point is made
     for model, hw_name, dtype, tp, pp, engine in iter_combinations(grid):
         card, hw = models[model], hardware[hw_name]
@@ -435,7 +441,9 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
                 reasons[exc.message] = reasons.get(exc.message, 0) + len(seqs) * len(grid.batch)
             else:
                 ready.append(chunks)
+                gaps = gaps or dep.memory.kv_cache_memory_bytes <= 0
     result.skipped = list(reasons.items())
+    result.cache_gaps = gaps
     result.notes = list(dict.fromkeys(notes))
     result.latency_notes = list(dict.fromkeys(latency_notes))
     for chunks in ready:

@@ -237,8 +237,8 @@ def _arrow_cells(block, name: str):
 NULLABLE_COLUMNS = frozenset(CACHE_COLUMNS + LATENCY_COLUMNS)
 
 
-def arrow_schema(names: list[str]):
-    """Typed columns; only the columns that can be empty (cache, latency) are nullable.
+def arrow_schema(names: list[str], nullable: frozenset[str] = NULLABLE_COLUMNS):
+    """Typed columns; only the columns that can be empty (``nullable``: cache, latency) are nullable.
 
     The others are required (non-null) fields: same types and cells, and Parquet writes no
     definition levels for them (about a third of the encoding time of such a column).
@@ -247,8 +247,7 @@ def arrow_schema(names: list[str]):
 
     types = {"str": pa.dictionary(pa.int32(), pa.string()), "int": pa.int64(), "bool": pa.bool_(),
              "float": pa.float64()}
-    return pa.schema([pa.field(name, types[column_kind(name)], nullable=name in NULLABLE_COLUMNS)
-                      for name in names])
+    return pa.schema([pa.field(name, types[column_kind(name)], nullable=name in nullable) for name in names])
 
 
 def block_table(block, schema):
