@@ -22,22 +22,16 @@ tokens/s, median TTFT and median ITL/TPOT, for both step models.
 
 from __future__ import annotations
 
-import csv
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from kvplan.calc.operators import OP_NAMES, Parallel
 from kvplan.calc.perfdb import load_default
-from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
-from kvplan.plans.fleet.closed import closed_loop
 from kvplan.plans.sizing.perfmodel import operator_model
 from kvplan.sim.steps import StepModel
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "measurements" / "closed_loop.csv"
-ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "nvidia-nim": "trtllm"}
+from closed_loop_rows import deployment, group, replay, rows as load_rows
 
 
 def operator_step_model(dep, max_tokens: int, decode_context: float, batch_ref: int) -> StepModel:
@@ -82,28 +76,12 @@ def operator_step_model(dep, max_tokens: int, decode_context: float, batch_ref: 
         attn_flops_per_token=float(cost.decode_attention_flops(ctx)) / ctx, cost=cost, tp=tp)
 
 
-def row_deployment(r: dict):
-    """The row's deployment: its cards, dtypes, engine and layout (attention DP from ``attention_dp``)."""
-    engine = ENGINES.get(r["engine"].split(" ")[0].lower(), "vllm")
-    kv = (r["kv_dtype"] or "").strip().lower()
-    kv = "fp8" if kv.startswith("fp8") else ("bf16" if kv.startswith("bf16") else "auto")
-    tp, dp = int(r["tp"]), int(r["attention_dp"] or 1)
-    par = Parallelism(tp=tp // dp, dp=dp, expert_parallel=dp > 1)
-    return resolve(r["model_card"], r["hardware_card"], engine=EngineSettings(engine=engine, kv_dtype=kv,
-                                                                          weights_dtype=r["weights_dtype"]),
-                   parallel=par)
-
-
-def group(r: dict) -> str:
-    return "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
-
-
 def main() -> None:
-    rows = list(csv.DictReader(DATA.open()))
+    rows = load_rows()
     errors: dict = {}
     show = "--rows" in sys.argv
     for r in rows:
-        dep = row_deployment(r)
+        dep = deployment(r)
         n, c = int(r["num_requests"] or 500), int(r["concurrency"])
         isl, osl = np.full(n, int(r["isl"])), np.full(n, int(r["osl"]))
         cap = dep.engine.max_num_seqs
@@ -113,7 +91,7 @@ def main() -> None:
                                                    max(1, min(c // dep.parallel.dp, cap)))}
         cells = []
         for name, steps in models.items():
-            out = closed_loop(dep, isl, osl, c, 1, n, steps=steps)
+            out = replay(r, dep, steps=steps)
             for metric, measured, predicted in (
                     ("output tok/s", r["output_tokens_per_s"], out["output_tokens_per_s"]),
                     ("TTFT p50", r["ttft_median_ms"], (out["ttft_p50_s"] or 0) * 1e3),

@@ -16,28 +16,11 @@ median signed error (bias) and p90 |error| per metric, over all rows and per gro
 
 from __future__ import annotations
 
-import csv
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
-from kvplan.plans.fleet.closed import closed_loop
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "measurements" / "closed_loop.csv"
-ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "nvidia-nim": "trtllm"}
-
-
-def _engine(text: str) -> str:
-    head = text.split(" ")[0].lower()
-    return ENGINES.get(head, "vllm")
-
-
-def _kv(text: str) -> str:
-    text = (text or "").strip().lower()
-    return "fp8" if text.startswith("fp8") else ("bf16" if text.startswith("bf16") else "auto")
+from closed_loop_rows import deployment, group, replay, rows as load_rows
 
 
 def _f(text):
@@ -45,30 +28,21 @@ def _f(text):
 
 
 def main() -> None:
-    rows = list(csv.DictReader(DATA.open()))
+    rows = load_rows()
     errors: dict[str, list[float]] = {"output_tokens_per_s": [], "ttft_p50": [], "itl": []}
-    print("| source row | engine | model / hw / tp | ISL/OSL | C | out tok/s measured / predicted (err) | "
+    print("| source row | engine | model / hw / tp | ISL/OSL | C | scheduler | out tok/s measured / predicted (err) | "
           "TTFT p50 ms m / p (err) | ITL or TPOT p50 ms m / p (err) |")
-    print("|---|---|---|---|---:|---|---|---|")
-    cache, groups = {}, {}
+    print("|---|---|---|---|---:|---|---|---|---|")
+    groups = {}
     for r in rows:
         dp = int(r["attention_dp"] or 1)
-        key = (r["model_card"], r["hardware_card"], int(r["tp"]) // dp, r["weights_dtype"], _kv(r["kv_dtype"]),
-               _engine(r["engine"]), dp)
-        if key not in cache:
-            try:
-                cache[key] = resolve(key[0], key[1], engine=EngineSettings(engine=key[5], kv_dtype=key[4],
-                                                                          weights_dtype=key[3]),
-                                     parallel=Parallelism(tp=key[2], dp=dp, expert_parallel=dp > 1))
-            except Exception as exc:  # a card or dtype kvplan lacks: reported, not scored
-                cache[key] = exc
-        dep = cache[key]
-        if isinstance(dep, Exception):
-            print(f"| {r['source_locator']} | {r['engine']} | {key} | — | — | not scored: {dep} | | |")
+        try:
+            dep = deployment(r)
+        except Exception as exc:  # a card or dtype kvplan lacks: reported, not scored
+            print(f"| {r['source_locator']} | {r['engine']} | — | — | — | — | not scored: {exc} | | |")
             continue
-        n = int(r["num_requests"] or 500)
         isl, osl = int(r["isl"]), int(r["osl"])
-        out = closed_loop(dep, np.full(n, isl), np.full(n, osl), int(r["concurrency"]), 1, n)
+        out = replay(r, dep)
         cells = []
         for metric, measured, predicted in (
             ("output_tokens_per_s", _f(r["output_tokens_per_s"]), out["output_tokens_per_s"]),
@@ -78,14 +52,13 @@ def main() -> None:
             if measured and predicted:
                 err = (predicted - measured) / measured
                 errors[metric].append(err)
-                group = "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
-                groups.setdefault((metric, group), []).append(err)
+                groups.setdefault((metric, group(r)), []).append(err)
                 cells.append(f"{measured:,.4g} / {predicted:,.4g} ({err:+.0%})")
             else:
                 cells.append("—")
-        print(f"| {r['source_locator'][:60]} | {r['engine']} | {key[0]} / {key[1]} / tp{key[2]}"
-              + (f" dp{dp}" if dp > 1 else "") + f" | {isl}/{osl} | "
-              f"{r['concurrency']} | " + " | ".join(cells) + " |")
+        print(f"| {r['source_locator'][:60]} | {r['engine']} | {r['model_card']} / {r['hardware_card']} / "
+              f"tp{dep.tp}" + (f" dp{dp}" if dp > 1 else "") + f" | {isl}/{osl} | "
+              f"{r['concurrency']} | {out['scheduler']}, {dep.engine.chunk_tokens:,} | " + " | ".join(cells) + " |")
     print()
     for metric, errs in errors.items():
         if errs:
@@ -95,9 +68,9 @@ def main() -> None:
     print()
     print("| metric | group | rows | median abs. error | bias | p90 abs. error |")
     print("|---|---|---:|---:|---:|---:|")
-    for (metric, group), errs in sorted(groups.items()):
+    for (metric, name), errs in sorted(groups.items()):
         e = np.asarray(errs)
-        print(f"| {metric} | {group} | {e.size} | {np.median(np.abs(e)):.0%} | {np.median(e):+.0%} | "
+        print(f"| {metric} | {name} | {e.size} | {np.median(np.abs(e)):.0%} | {np.median(e):+.0%} | "
               f"{np.percentile(np.abs(e), 90):.0%} |")
 
 

@@ -23,6 +23,13 @@ but left out of the statistics: the fleet starts empty and drains at the end.
 Closed loop (``SimConfig.concurrency`` = C, as ``vllm bench serve --max-concurrency C``): the given
 arrival times are ignored; C requests are sent at t = 0 and each later one the moment an earlier
 one ends (no think time), so C are in flight until the last C drain.
+
+Prefill-first scheduling (``SimConfig.prefill_first``, SGLang's default and vLLM V0 without chunked
+prefill): while an admitted prompt is waiting, a step carries prompt tokens only (up to
+``chunk_tokens``) and the decoders wait; decode steps run when no prompt can be admitted. With
+``split_prompts`` off (vLLM V0 without chunked prefill, TensorRT-LLM without chunked context) a
+prompt joins a step only whole. On fixed-length closed-loop runs this keeps a wave's C requests
+together: they are prefilled back to back, decode in lock step and finish in the same step.
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ class SimConfig:
     warmup_fraction: float = 0.05   # measured: requests arriving after this share …
     cooldown_fraction: float = 0.0  # … and before the last share (the system fills up and drains)
     concurrency: int | None = None  # closed loop: this many requests in flight, the next sent when one ends
+    prefill_first: bool = False     # a step with prompt tokens carries no decodes (SGLang; vLLM V0 unchunked)
+    split_prompts: bool = True      # prompts chunked across steps (chunked prefill); else whole prompts only
 
 
 @dataclass
@@ -92,6 +101,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     need = np.asarray(kv_bytes, dtype=np.float64).tolist()
     n = arrival.size
     n_inst, cap, budget_total, pool = config.instances, config.max_batch, config.chunk_tokens, config.kv_pool_bytes
+    prefill_first, split = config.prefill_first, config.split_prompts
     if steps.max_tokens < budget_total + cap:
         raise ValueError("step model tabulated for fewer tokens than a step can carry")
     first = [math.nan] * n
@@ -99,7 +109,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     rejected = 0
 
     # per-instance state
-    mode = [0] * n_inst                 # 0 idle, 1 step with prefill, 2 run of decode-only steps
+    mode = [0] * n_inst                 # 0 idle, 1 step with prefill, 2 run of decode-only steps, 3 prefill-only step
     version = [0] * n_inst
     k = [0] * n_inst                    # steps completed
     b = [0] * n_inst                    # decoding sequences
@@ -149,7 +159,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
 
     def start(i: int, now: float) -> None:
         nonlocal rejected, total_steps, mixed_steps
-        budget = budget_total - b[i]
+        budget = budget_total - (0 if prefill_first else b[i])
         chunks = []
         for entry in prefilling[i]:
             if budget <= 0:
@@ -166,7 +176,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
                 rejected += 1
                 ended(now)
                 continue
-            if kv_used[i] + need[r] > pool:
+            if kv_used[i] + need[r] > pool or (not split and chunks and prompt[r] > budget):
                 break
             q.popleft()
             kv_used[i] += need[r]
@@ -180,10 +190,11 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             ends = starts + np.array([p for _, p in chunks], dtype=np.float64)
             kv_pf, fl_pf = steps.prefill_terms(starts, ends)
             done = sum(1 for e, p in chunks if e[1] + p >= prompt[e[0]])
-            tokens = b[i] + int(ends.sum() - starts.sum())
-            dt = steps.step_s(tokens, b[i] + done, kv_read * T[i] + kv_pf, attn_tok * T[i] + fl_pf)
-            mode[i], current[i] = 1, chunks
-            busy_time_batch[i] += b[i] * dt
+            nb, nt = (0, 0.0) if prefill_first else (b[i], T[i])  # prefill-first: the decoders sit this step out
+            tokens = nb + int(ends.sum() - starts.sum())
+            dt = steps.step_s(tokens, nb + done, kv_read * nt + kv_pf, attn_tok * nt + fl_pf)
+            mode[i], current[i] = (3 if prefill_first else 1), chunks
+            busy_time_batch[i] += nb * dt
             total_steps += 1
             mixed_steps += 1
             schedule(i, now + dt)
@@ -197,9 +208,10 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
 
     def end(i: int, now: float) -> None:
         nonlocal total_steps, max_seen
-        if mode[i] == 1:
-            k[i] += 1
-            T[i] += b[i]
+        if mode[i] in (1, 3):
+            if mode[i] == 1:  # a mixed step also ran every decoder one token
+                k[i] += 1
+                T[i] += b[i]
             for entry, p in current[i]:
                 entry[1] += p
                 r = entry[0]
@@ -224,7 +236,9 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             T[i] += bb * planned
         max_seen = max(max_seen, b[i] + len(prefilling[i]))
         retire(i, now)
-        start(i, now)
+        start(i, now)  # the engine's next step is under way before a closed loop's replacements reach it …
+        admit(now)     # … which join the step after it, or start together on an idle instance
+        wake(now)
 
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned = current[i]
@@ -236,8 +250,28 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             current[i] = (t0, d, bb, tt, steps_now)
             schedule(i, t0 + run_length(t0, d, bb, tt, steps_now))
 
+    def admit(now: float) -> None:
+        """Route every request sent by ``now`` (JSQ); requests sent at one instant reach one step together."""
+        nonlocal ai
+        while ai < n and arrival[ai] <= now:
+            i = int(np.argmin(pending * weight + running))
+            queue[i].append(ai)
+            pending[i] += 1
+            touched.append(i)
+            ai += 1
+
+    def wake(now: float) -> None:
+        """Start an idle instance that was sent work; cut a decode run at the end of its step in progress."""
+        while touched:
+            i = touched.pop()
+            if mode[i] == 0:
+                start(i, now)
+            elif mode[i] == 2:
+                cut(i, now)
+
     ai = 0
     weight = cap + 1
+    touched: list[int] = []
     while ai < n or events:
         next_arrival = arrival[ai] if ai < n else math.inf
         if not events and next_arrival == math.inf:
@@ -247,14 +281,8 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
             if ver == version[i]:
                 end(i, when)
             continue
-        i = int(np.argmin(pending * weight + running))
-        queue[i].append(ai)
-        pending[i] += 1
-        if mode[i] == 0:
-            start(i, next_arrival)
-        elif mode[i] == 2:
-            cut(i, next_arrival)
-        ai += 1
+        admit(next_arrival)
+        wake(next_arrival)
 
     first_a, finish_a = np.asarray(first), np.asarray(finish)
     index = np.arange(n)

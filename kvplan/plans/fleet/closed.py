@@ -17,6 +17,16 @@ Per C it reports what a benchmark prints:
     output_tokens_per_s_per_gpu   … / (N × GPUs per instance)
     request_throughput_per_s      requests / duration
 
+Scheduling (:data:`SCHEDULES`, the engine's default; ``prefill_first`` / ``split_prompts`` override it,
+e.g. for vLLM V0): vLLM V1 runs the decoders first in every step and fills the rest of
+``max_num_batched_tokens`` with prompt chunks; SGLang runs a prefill batch (chunked at
+``chunked_prefill_size``) on its own whenever one can be formed and decodes otherwise; TensorRT-LLM's
+in-flight batching mixes prompts with the decoders (taken as chunked; its chunked context is off
+by default, ``split_prompts=False``). On a
+fixed-length run (a random dataset with range ratio 1) a prefill-first engine keeps each wave of C
+requests together: they are sent together, prefilled back to back while no one decodes, and finish
+in the same step, so the median TTFT is about half a wave's prefill and grows with C.
+
 A closed loop is its own Little's law: C = X × (E[TTFT] + E[decode time]), X the request
 throughput; the rows carry ``littles_law_concurrency`` = X × mean time in system as a check.
 Prompt and output lengths are the workload's (flags: sampled; a benchmark's random dataset with
@@ -31,18 +41,42 @@ import numpy as np
 from kvplan.errors import InputError
 
 STATS = ("p50", "p90", "p99")
+MAX_CONCURRENCY = 1_000_000  # requests in flight: far above any engine's admission (max_num_seqs × instances)
+MAX_LEVELS = 64              # --concurrency values in one sweep (each is one replay)
+
+# engine -> (prefill_first, split_prompts): the engine's default step composition (module docstring)
+SCHEDULES = {
+    # vllm/v1/core/sched/scheduler.py: running requests first, then waiting ones, within the token budget
+    "vllm": (False, True),
+    # python/sglang/srt/managers/scheduler.py get_next_batch_to_run: a new prefill batch when one can be
+    # formed (PrefillAdder, chunked at chunked_prefill_size), else decode; mixing only with --enable-mixed-chunk
+    "sglang": (True, True),
+    # in-flight batching mixes context and generation requests; prompts taken as chunked at max_num_tokens
+    # (tensorrt_llm/llmapi/llm_args.py enable_chunked_prefill is False by default: a run with the
+    # default passes split_prompts=False, as the scoring rows of trtllm-serve do)
+    "trtllm": (False, True),
+}
+
+
+def closed_loop_check(concurrency) -> None:
+    """Raise the InputError ``closed_loop`` gives for a concurrency outside 1 … :data:`MAX_CONCURRENCY`."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise InputError(f"--concurrency values must be whole numbers >= 1 (got {concurrency})", "e.g. 1,8,32,128")
+    if concurrency > MAX_CONCURRENCY:
+        raise InputError(f"--concurrency {concurrency:,} is more than {MAX_CONCURRENCY:,} requests in flight",
+                         "more in flight than requests sent is one burst of them all; e.g. --concurrency 1,8,32,128")
 
 
 def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None,
-                steps=None) -> dict:
+                steps=None, prefill_first: bool | None = None, split_prompts: bool | None = None) -> dict:
     """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring).
 
     ``steps``: a :class:`kvplan.sim.steps.StepModel` to replay with instead of the roofline's (one DP rank's).
+    ``prefill_first`` / ``split_prompts``: the engine's step composition, default :data:`SCHEDULES`'s.
     """
     from kvplan.sim import SimConfig, build_step_model, simulate
 
-    if not isinstance(concurrency, int) or concurrency < 1:
-        raise InputError(f"--concurrency values must be whole numbers >= 1 (got {concurrency})", "e.g. 1,8,32,128")
+    closed_loop_check(concurrency)
     if not isinstance(instances, int) or instances < 1:
         raise InputError(f"--instances must be a whole number >= 1 (got {instances})", "instances of the deployment")
     if dep.pool.empty:
@@ -60,9 +94,12 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
         steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
                                  float(np.mean(isl + osl / 2)), dp=dp)
     kv = dep.layout.sequence_bytes(context, per_gpu=True)
+    first, split = SCHEDULES.get(s.engine, SCHEDULES["vllm"])
+    first = first if prefill_first is None else bool(prefill_first)
+    split = split if split_prompts is None else bool(split_prompts)
     config = SimConfig(instances=instances * dp, max_batch=cap, chunk_tokens=s.chunk_tokens,
                        kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
-                       concurrency=concurrency)
+                       concurrency=concurrency, prefill_first=first, split_prompts=split)
     sim = simulate(np.zeros(n), isl, osl, kv, steps, config)
     gpus = instances * dep.gpus
     duration = sim.makespan_s
@@ -73,7 +110,8 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
            if sim.tpot_s.size else None)
     row = {"kind": "closed_loop", "concurrency": concurrency, "instances": instances, "tp": dep.tp, "pp": dep.pp,
            "dp": dp, "ep": dep.parallel.ep,
-           "gpus": gpus, "requests": n, "rejected": sim.rejected}
+           "gpus": gpus, "requests": n, "rejected": sim.rejected,
+           "scheduler": ("prefill-first" if first else "mixed") + ("" if split else ", whole prompts")}
     for kind, values in (("ttft", sim.ttft_s), ("tpot", sim.tpot_s)):
         row[f"{kind}_mean_s"] = float(values.mean()) if values.size else None
         for stat in STATS:
@@ -107,6 +145,13 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
     from kvplan.result import Result
 
     engine = engine or EngineSettings()
+    concurrency = list(concurrency)
+    if len(concurrency) > MAX_LEVELS:
+        raise InputError(f"--concurrency lists {len(concurrency)} values; at most {MAX_LEVELS} (each is one replay)",
+                         "e.g. --concurrency 1,2,4,8,16,32,64,128")
+    for c in concurrency:  # every value checked before the first replay runs
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CONCURRENCY:
+            closed_loop_check(c)
     pp = int(pps[0]) if pps else 1
     if dps is not None and len(dps) > 1:
         raise InputError("--concurrency takes one --dp value", "run one closed loop per DP size")
@@ -139,7 +184,11 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
              f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "")
              + (f" dp={dp}" if dp > 1 else "") + (f" ep={dep.parallel.ep}" if dep.parallel.expert_parallel else "")
              + ", JSQ router; "
-             "the arrival rate is not used", f"workload: {workload.description}"]
+             "the arrival rate is not used",
+             f"closed-loop scheduler: {rows[0]['scheduler']} ({engine.engine}'s default: "
+             + ("a prompt batch runs on its own, decoders wait" if rows[0]["scheduler"].startswith("prefill-first")
+                else "decoders and prompt chunks share each step") + f", {dep.engine.chunk_tokens:,} tokens a step)",
+             f"workload: {workload.description}"]
     title = f"Closed loop: {dep.model.name} on {dep.name}, tp={dep.tp}, {engine.engine}, {instances} instance(s)"
     return Result(title=title, rows=rows, columns=CLOSED_COLUMNS, assumptions=list(dict.fromkeys(notes)))
 

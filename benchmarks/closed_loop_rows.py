@@ -1,0 +1,75 @@
+"""The rows of tests/data/measurements/closed_loop.csv as kvplan replays them (shared by the closed-loop scripts).
+
+Each row carries its deployment (model and hardware cards, TP, attention DP, weights and KV dtypes,
+engine) and, where the source's engine version fixes them, its scheduling: ``scheduler``
+(``mixed`` or ``prefill-first``, ``, whole prompts`` when prompts are not chunked),
+``max_num_batched_tokens`` and ``max_num_seqs``, each with its source in ``scheduler_source``
+(blank: the engine's current default, :data:`kvplan.plans.fleet.closed.SCHEDULES`). The token
+budget also sets the engine's activation reserve, so it changes the KV pool as it does in the engine.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
+from kvplan.plans.fleet.closed import closed_loop
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "measurements" / "closed_loop.csv"
+ENGINES = {"vllm": "vllm", "sglang": "sglang", "tensorrt-llm": "trtllm", "nvidia-nim": "trtllm"}
+
+
+def rows() -> list[dict]:
+    with DATA.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def engine(r: dict) -> str:
+    return ENGINES.get(r["engine"].split(" ")[0].lower(), "vllm")
+
+
+def kv_dtype(r: dict) -> str:
+    text = (r["kv_dtype"] or "").strip().lower()
+    return "fp8" if text.startswith("fp8") else ("bf16" if text.startswith("bf16") else "auto")
+
+
+def settings(r: dict) -> EngineSettings:
+    """The row's engine settings: its engine and dtypes, and the token budget / sequence cap its source fixes."""
+    extra = {}
+    if r.get("max_num_batched_tokens"):
+        extra["chunk_tokens"] = int(r["max_num_batched_tokens"])
+    if r.get("max_num_seqs"):
+        extra["max_num_seqs"] = int(r["max_num_seqs"])
+    return EngineSettings(engine=engine(r), kv_dtype=kv_dtype(r), weights_dtype=r["weights_dtype"], **extra)
+
+
+def deployment(r: dict):
+    """The row's deployment; SGLang's ``--enable-dp-attention`` rows (``attention_dp`` 8) as attention DP over the
+    8 GPUs with the experts split over them."""
+    dp = int(r["attention_dp"] or 1)
+    return resolve(r["model_card"], r["hardware_card"], engine=settings(r),
+                   parallel=Parallelism(tp=int(r["tp"]) // dp, dp=dp, expert_parallel=dp > 1))
+
+
+def schedule(r: dict) -> dict:
+    """``closed_loop`` keywords for the row's scheduler (empty: the engine's default)."""
+    text = (r.get("scheduler") or "").strip()
+    if not text:
+        return {}
+    return {"prefill_first": text.startswith("prefill-first"), "split_prompts": "whole prompts" not in text}
+
+
+def replay(r: dict, dep=None, steps=None) -> dict:
+    """One closed-loop run of the row: fixed lengths, its concurrency and request count, one instance."""
+    dep = dep if dep is not None else deployment(r)
+    n = int(r["num_requests"] or 500)
+    isl, osl = np.full(n, int(r["isl"])), np.full(n, int(r["osl"]))
+    return closed_loop(dep, isl, osl, int(r["concurrency"]), 1, n, steps=steps, **schedule(r))
+
+
+def group(r: dict) -> str:
+    return "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
