@@ -306,7 +306,11 @@ def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
 
 
 def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
-    """A function (seqs, batches) → decode-step columns, or None when latency does not apply."""
+    """A function (seqs, batches) → decode-step columns, or None when latency does not apply.
+
+    What can leave the columns empty (pp > 1, a missing card figure) is decided here, before any
+    point; the operator model is built on the first call, adding its notes to ``latency_notes``.
+    """
     if not grid.latency:
         return None
     try:
@@ -328,13 +332,14 @@ def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
     from kvplan.plans.sizing.perfmodel import operator_model
 
     eff = dep.engine.efficiencies
-    pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, dep.engine.engine,
-                                              eff.eta_mem is not None or eff.eta_flops is not None,
-                                              eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes,
-                                              load_tables())
+    made: list = []
 
     def times(*args, **kwargs):  # the step time and its floor only: no per-operator terms at grid size
-        return pass_fn(*args, times_only=True, **kwargs)
+        if not made:  # the operator model (kernel-table curves) when the first chunk needs it: this setup
+            made.append(operator_model(  # then overlaps the writing of the combinations before
+                card, hw, cost, machine, dep.engine.engine, eff.eta_mem is not None or eff.eta_flops is not None,
+                eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes, load_tables())[0])
+        return made[0](*args, times_only=True, **kwargs)
 
     def columns(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
         step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=times)
@@ -415,7 +420,7 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
     batches = np.array(grid.batch, dtype=np.float64)
     reasons: dict[str, int] = {}
     notes: list[str] = []
-    latency_notes: list[str] = []
+    latency_notes: list[list[str]] = []  # per combination, in grid order (the operator model adds to its own later)
     done = 0
     gaps = False
     ready = []  # every combination is checked (strict errors raised) before the first point is made
@@ -433,7 +438,9 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
         if len(seqs):
             try:
                 dep = _deployment(card, hw, grid, dtype, tp, pp, engine)
-                chunks = _blocks(dep, seqs, batches, _latency_model(dep, grid, notes, latency_notes), chunk_points)
+                latency_notes.append([])
+                chunks = _blocks(dep, seqs, batches, _latency_model(dep, grid, notes, latency_notes[-1]),
+                                 chunk_points)
                 next(chunks)
             except InputError as exc:
                 if strict:
@@ -445,11 +452,12 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
     result.skipped = list(reasons.items())
     result.cache_gaps = gaps
     result.notes = list(dict.fromkeys(notes))
-    result.latency_notes = list(dict.fromkeys(latency_notes))
+    result.latency_notes = list(dict.fromkeys(itertools.chain(*latency_notes)))
     for chunks in ready:
         for block in chunks:
             done += block.rows
             yield block
         if progress is not None:
             progress(done, grid.points)
+    result.latency_notes = list(dict.fromkeys(itertools.chain(*latency_notes)))
     result.seconds = time.perf_counter() - start
