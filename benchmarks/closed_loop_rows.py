@@ -37,21 +37,23 @@ def kv_dtype(r: dict) -> str:
     return "fp8" if text.startswith("fp8") else ("bf16" if text.startswith("bf16") else "auto")
 
 
-def settings(r: dict) -> EngineSettings:
-    """The row's engine settings: its engine and dtypes, and the token budget / sequence cap its source fixes."""
+def settings(r: dict, perf_model: str = "operators") -> EngineSettings:
+    """The row's engine settings: its engine and dtypes, and the token budget / sequence cap its source fixes
+    (``perf_model``: the step-time model, the per-operator default or ``roofline``)."""
     extra = {}
     if r.get("max_num_batched_tokens"):
         extra["chunk_tokens"] = int(r["max_num_batched_tokens"])
     if r.get("max_num_seqs"):
         extra["max_num_seqs"] = int(r["max_num_seqs"])
-    return EngineSettings(engine=engine(r), kv_dtype=kv_dtype(r), weights_dtype=r["weights_dtype"], **extra)
+    return EngineSettings(engine=engine(r), kv_dtype=kv_dtype(r), weights_dtype=r["weights_dtype"],
+                          perf_model=perf_model, **extra)
 
 
-def deployment(r: dict):
+def deployment(r: dict, perf_model: str = "operators"):
     """The row's deployment; SGLang's ``--enable-dp-attention`` rows (``attention_dp`` 8) as attention DP over the
     8 GPUs with the experts split over them."""
     dp = int(r["attention_dp"] or 1)
-    return resolve(r["model_card"], r["hardware_card"], engine=settings(r),
+    return resolve(r["model_card"], r["hardware_card"], engine=settings(r, perf_model),
                    parallel=Parallelism(tp=int(r["tp"]) // dp, dp=dp, expert_parallel=dp > 1))
 
 

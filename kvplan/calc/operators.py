@@ -221,7 +221,8 @@ def alltoall_hierarchical_s(message_bytes, ranks, machine: Machine):
 def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: OperatorEfficiencies,
                   par: Parallel, tokens, kv_bytes, attention_flops, lm_head_rows, batch, context,
                   phase: str = "decode", clamped: set | None = None, graph_sizes: tuple[int, ...] = (),
-                  times_only: bool = False, **_ignored) -> PassCost | PassTimes:
+                  chunk_kv_bytes=0.0, chunk_attention_flops=0.0, chunk_context=None, times_only: bool = False,
+                  **_ignored) -> PassCost | PassTimes:
     """One forward pass of ``tokens`` new tokens (instance total) on one GPU of a tp × dp instance.
 
     ``kv_bytes`` is per GPU (the rank's B/dp sequences); ``attention_flops`` and ``lm_head_rows``
@@ -229,7 +230,12 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     (decode) or prompt length (prefill), for the attention efficiency and the host overhead.
     ``clamped`` collects the names of operators whose size fell outside their measured table.
     ``graph_sizes``: a decode batch's GEMMs run at the CUDA-graph size it is padded up to
-    (per attention rank); attention reads only the real sequences.
+    (per attention rank); attention reads only the real sequences. ``phase``: ``decode``,
+    ``prefill`` or ``mixed`` (a prefill chunk sharing a step with the decoders: decode attention
+    efficiency, the step's token count padded to a graph size where one is that large). In a mixed
+    pass, ``chunk_kv_bytes`` / ``chunk_attention_flops`` (parts of the totals) are the prompt
+    chunk's, run at the prefill attention efficiency of a ``chunk_context``-token prompt; the
+    attention operator is one kernel: max(Σ bytes/(BW η), Σ FLOPs/(peak η)).
     ``times_only``: return only the step time and its floor (:class:`PassTimes`, the same
     values), without the per-operator terms at full size (what a grid of points needs).
     """
@@ -239,7 +245,9 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     n = np.asarray(tokens, dtype=np.float64)
     rows = np.asarray(lm_head_rows, dtype=np.float64)
     n_a, rows_a = n / dp, rows / dp
-    if graph_sizes:
+    if graph_sizes and phase == "mixed":          # a chunk with the decoders: the step's tokens are padded
+        n_a = padded_batch(n_a, graph_sizes)
+    elif graph_sizes:
         q = n / np.maximum(np.asarray(batch, dtype=np.float64), 1e-300)       # query tokens per sequence
         padded = padded_batch(np.asarray(batch, dtype=np.float64) / dp, graph_sizes)
         n_a, rows_a = padded * q, padded * q * (rows_a / np.maximum(n_a, 1e-300))
@@ -281,12 +289,20 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     attn_flops = np.asarray(attention_flops, dtype=np.float64) / gpus
     b = np.asarray(batch, dtype=np.float64)
     ctx = np.asarray(context, dtype=np.float64)
-    if phase == "decode":
+    if phase != "prefill":          # decode, or mixed (a prompt chunk with the decoders: decode efficiency)
         attn_eff, attn_size = effs.attention_decode, (b / dp, ctx)
     else:
         attn_eff, attn_size = effs.attention_prefill, ctx
     attn_peak = effs.attention_peak_flops_per_s or peak
-    terms["attention"] = (kv / bw, attn_flops / attn_peak, attn_size)
+    chunk = None
+    if phase == "mixed" and chunk_context is not None:   # one varlen attention kernel: decoders + a prompt chunk
+        ckv = np.asarray(chunk_kv_bytes, dtype=np.float64)
+        cfl = np.asarray(chunk_attention_flops, dtype=np.float64) / gpus
+        chunk = (ckv / bw, cfl / attn_peak, np.asarray(chunk_context, dtype=np.float64))
+        kv_dec, fl_dec = kv - ckv, attn_flops - cfl
+    else:
+        kv_dec, fl_dec = kv, attn_flops
+    terms["attention"] = (kv_dec / bw, fl_dec / attn_peak, attn_size)
     eff_of = {"attention_gemms": effs.attention_gemms, "mlp_gemms": effs.mlp_gemms, "lm_head": effs.lm_head,
               "expert_gemms": effs.expert_gemms, "attention": attn_eff}
     mem_list, comp_list = [], []
@@ -296,6 +312,12 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         if name == "expert_gemms" and not cost.is_moe:
             eff = Flat(1.0, 1.0)
         m_s, c_s = _op_time(eff, mem, comp, size, tp)
+        if name == "attention" and chunk is not None:      # the prompt chunk's share at the prefill efficiency
+            m_c, c_c = _op_time(effs.attention_prefill, chunk[0], chunk[1], chunk[2], tp)
+            m_s, c_s = m_s + m_c, c_s + c_c
+            if clamped is not None and not isinstance(effs.attention_prefill, Flat) and np.any(
+                    _outside(effs.attention_prefill, chunk[2])):
+                clamped.add(name)
         mem_list.append(m_s)
         comp_list.append(c_s)
         if clamped is not None and not isinstance(eff, Flat) and np.any(_outside(eff, size)):

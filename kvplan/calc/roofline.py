@@ -331,6 +331,50 @@ def prefill(
     return passes.total(axis=-1, where=valid)
 
 
+def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_tokens, chunk_tokens, *,
+                     tp=1, ep=1, overlap_comm=False, pass_fn=None, dp=1):
+    """Steps that fuse ``batch`` decode tokens at ``context`` with one C-token chunk of a new prompt.
+
+    Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
+    of S tokens into ⌈S/C⌉ chunks, each sharing a step with the running batch's decode tokens.
+    Returns (mean step time over the chunks, total time to prefill the prompt that way).
+    ``pass_fn`` (the per-operator model) sees ``phase="mixed"``: the decoders' attention at the
+    decode efficiency of ``batch + 1`` sequences, the chunk's (``chunk_kv_bytes``,
+    ``chunk_attention_flops``) at the prefill efficiency of an S-token prompt, CUDA-graph padding
+    of the step's token count (vLLM pads a mixed batch to its captured sizes only up to the
+    largest one).
+
+    ``dp`` > 1: one attention data-parallel rank of an instance of ``dp`` ranks stepping in lock
+    step with the others equally loaded (``batch`` decoders and one such chunk on every rank, as
+    pd's prefill pools are timed): the pass carries ``dp`` × the rank's tokens, attention FLOPs and
+    LM-head rows with the MoE layers over ``ep = dp``; KV bytes are the rank's (``ep`` is then ``dp``).
+    With ``dp`` = 1, ``ep`` > 1 is the instance-level view (``batch`` over all ranks, KV ÷ ``ep``).
+    """
+    b, ctx, s, c, tpa, epa = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
+                                                   (batch, context, prompt_tokens, chunk_tokens, tp, ep)))
+    chunks = np.ceil(s / c)
+    width = int(chunks.max())
+    j = np.arange(width, dtype=np.float64)
+    start = c[..., None] * j
+    valid = start < s[..., None]
+    end = np.minimum(start + c[..., None], s[..., None])
+    start, end = np.where(valid, start, 0.0), np.where(valid, end, 0.0)
+    tp_b, ep_b, b_b, ctx_b = tpa[..., None], epa[..., None], b[..., None], ctx[..., None]
+    kv_div = ep_b if dp == 1 else 1.0
+    chunk_kv = ((end - start) * cost.kv_token_bytes(tp_b) + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / kv_div
+    kv = b_b * cost.kv_sequence_bytes(ctx_b, tp_b) / kv_div + chunk_kv
+    chunk_flops = dp * cost.prefill_attention_flops(start, end)
+    attention = dp * b_b * cost.decode_attention_flops(ctx_b) + chunk_flops
+    rows = dp * (b_b + (end >= s[..., None]))
+    step = (pass_fn or forward_pass)(cost, machine, tokens=dp * (b_b + end - start), kv_bytes=kv,
+                                     attention_flops=attention, lm_head_rows=rows, tp=tp_b,
+                                     ep=ep_b if dp == 1 else dp, overlap_comm=overlap_comm,
+                                     batch=dp * (b_b + 1), context=ctx_b, phase="mixed", chunk_kv_bytes=chunk_kv,
+                                     chunk_attention_flops=chunk_flops, chunk_context=s[..., None]).time_s
+    total = np.where(valid, step, 0.0).sum(axis=-1)
+    return total / chunks, total
+
+
 def speculative_tokens_per_step(draft_tokens, acceptance):
     """Expected tokens one verification step yields: ``(1 − α^(k+1)) / (1 − α)`` (k + 1 at α = 1).
 

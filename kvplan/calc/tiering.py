@@ -44,7 +44,7 @@ def load_s(tokens, kv_bytes_per_token_per_gpu: float, read_bytes_per_s: float, l
 
 
 def suffix_prefill_s(cost: ModelCost, machine: Machine, cached_tokens, prompt_tokens, *, tp: int = 1,
-                     overlap_comm: bool = False, dp: int = 1):
+                     overlap_comm: bool = False, dp: int = 1, pass_fn=None):
     """Prefill of positions ``a+1 … S`` of one prompt whose first ``a`` tokens' KV is already in HBM.
 
     ``a = 0`` is the whole prefill (equal to :func:`kvplan.calc.roofline.prefill` at batch 1).
@@ -54,6 +54,8 @@ def suffix_prefill_s(cost: ModelCost, machine: Machine, cached_tokens, prompt_to
     running one such prompt at once (a loaded prefill pool), the MoE layers expert-parallel over
     the instance (:func:`kvplan.calc.roofline.forward_pass` with ``ep = dp``): the pass carries
     ``dp × (S − a)`` tokens, per-GPU KV is one rank's, and the time is that of each rank's prompt.
+    ``pass_fn`` replaces ``forward_pass`` (the per-operator model, :mod:`kvplan.calc.operators`:
+    prefill attention efficiency at the prompt length S).
     """
     s = np.asarray(prompt_tokens, dtype=np.float64)
     a = np.clip(np.asarray(cached_tokens, dtype=np.float64), 0.0, np.maximum(s - 1, 0.0))
@@ -61,17 +63,18 @@ def suffix_prefill_s(cost: ModelCost, machine: Machine, cached_tokens, prompt_to
     new = s - a
     kv = new * cost.kv_token_bytes(tp) + cost.kv_sequence_bytes(a, tp) * (a > 0)
     attention = cost.prefill_attention_flops(a, s)
-    return forward_pass(cost, machine, tokens=dp * new, kv_bytes=kv, attention_flops=dp * attention,
-                        lm_head_rows=dp * np.ones_like(s), tp=tp, ep=dp, overlap_comm=overlap_comm,
-                        phase="prefill").time_s
+    return (pass_fn or forward_pass)(cost, machine, tokens=dp * new, kv_bytes=kv, attention_flops=dp * attention,
+                                     lm_head_rows=dp * np.ones_like(s), tp=tp, ep=dp, overlap_comm=overlap_comm,
+                                     batch=dp * np.ones_like(s), context=s, phase="prefill").time_s
 
 
-def recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False):
+def recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False, pass_fn=None):
     """Prefill of ``tokens`` tokens from nothing: what loading them from a tier competes with."""
-    return suffix_prefill_s(cost, machine, 0.0, tokens, tp=tp, overlap_comm=overlap_comm)
+    return suffix_prefill_s(cost, machine, 0.0, tokens, tp=tp, overlap_comm=overlap_comm, pass_fn=pass_fn)
 
 
-def context_recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False):
+def context_recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 1, overlap_comm: bool = False,
+                        pass_fn=None):
     """What caching a whole context of ``n`` tokens saves: ``suffix(0, n) − suffix(n − 1, n)``.
 
     The pass for the last token runs either way (its logits are needed), so below the roofline
@@ -80,17 +83,19 @@ def context_recompute_s(cost: ModelCost, machine: Machine, tokens, *, tp: int = 
     side of the per-tier break-even.
     """
     n = np.asarray(tokens, dtype=np.float64)
-    whole = suffix_prefill_s(cost, machine, 0.0, n, tp=tp, overlap_comm=overlap_comm)
-    last = suffix_prefill_s(cost, machine, n - 1, n, tp=tp, overlap_comm=overlap_comm)
+    whole = suffix_prefill_s(cost, machine, 0.0, n, tp=tp, overlap_comm=overlap_comm, pass_fn=pass_fn)
+    last = suffix_prefill_s(cost, machine, n - 1, n, tp=tp, overlap_comm=overlap_comm, pass_fn=pass_fn)
     return whole - last
 
 
 def recompute_saved_s(cost: ModelCost, machine: Machine, cached_from, cached_to, prompt_tokens, *, tp: int = 1,
-                      overlap_comm: bool = False):
+                      overlap_comm: bool = False, pass_fn=None):
     """Prefill time saved by tokens ``cached_from … cached_to`` of the prefix being cached:
     ``suffix(from, S) − suffix(to, S)``."""
-    before = suffix_prefill_s(cost, machine, cached_from, prompt_tokens, tp=tp, overlap_comm=overlap_comm)
-    after = suffix_prefill_s(cost, machine, cached_to, prompt_tokens, tp=tp, overlap_comm=overlap_comm)
+    before = suffix_prefill_s(cost, machine, cached_from, prompt_tokens, tp=tp, overlap_comm=overlap_comm,
+                              pass_fn=pass_fn)
+    after = suffix_prefill_s(cost, machine, cached_to, prompt_tokens, tp=tp, overlap_comm=overlap_comm,
+                             pass_fn=pass_fn)
     return before - after
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, CardNameOpt, CardsOpt, ComputeDtypeOpt, EPOpt,
                                 EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExpertParallelOpt, ExplainOpt, FormatOpt,
                                 HardwareArg, KVDtypeOneOpt, KVDtypeOpt, MaxNumSeqsOptionalOpt, ModelArg, OutputOpt,
@@ -59,8 +60,7 @@ def latency_command(
         "--expert-imbalance", help="Hottest EP rank's routed tokens over the mean (default 1).")] = None,
     two_batch_overlap: Annotated[Optional[bool], typer.Option(
         "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
-    perf_model: Annotated[str, typer.Option(
-        "--perf-model", help="operators (per-operator efficiencies, default) or roofline (one η pair).")] = "operators",
+    perf_model: PerfModelOpt = "operators",
     max_num_seqs: MaxNumSeqsOptionalOpt = None,
     system: SystemOpt = None,
     fmt: FormatOpt = None,

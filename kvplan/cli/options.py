@@ -181,6 +181,9 @@ CheckFormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help=(
 SweepOutputOpt = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write FILE.csv or FILE.parquet (whole or not at all); CSV to stdout if absent.")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
+PerfModelOpt = Annotated[str, typer.Option(
+    "--perf-model", help="Step-time model: operators (per-operator efficiencies from measured kernel tables, default) "
+                         "or roofline (one η pair for every operator).")]
 EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
 SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]

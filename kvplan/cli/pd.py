@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (AllowLongContextOpt, CardsOpt, ChunkSizeOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt,
                                 ExpertParallelOpt, MaxUtilizationOpt, ExplainOpt, FormatOpt, GpuCostOpt, GpuUtilOpt, IslOpt, KVDtypeOneOpt,
                                 MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, RedundantExpertsOpt, StepOverheadOpt, SystemOpt, TpotDefaultOpt,
@@ -99,6 +100,7 @@ def pd_command(
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
+    perf_model: PerfModelOpt = "operators",
     gpu_cost: GpuCostOpt = None,
     no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
     no_sensitivity: Annotated[bool, typer.Option("--no-sensitivity", help="Skip the sensitivity rows.")] = False,
@@ -116,7 +118,7 @@ def pd_command(
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead),
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), perf_model=perf_model,
     )
     result = plan_pd(
         model, hardware, decode_hardware=decode_hardware, system=system, decode_system=decode_system,

@@ -13,6 +13,7 @@ from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt,
                                 SystemOpt, TPListOpt, ThinkTimeOpt, TimestampUnitOpt, TpotOpt, TraceFormatOpt,
                                 TraceOpt, TtftOpt, TurnsOpt, WeightsDtypeOpt, cards_dirs, efficiencies, emit,
                                 output_format)
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
@@ -70,6 +71,7 @@ def plan_command(
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
+    perf_model: PerfModelOpt = "operators",
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     gpu_cost: GpuCostOpt = None,
     max_utilization: MaxUtilizationOpt = 0.9,
@@ -99,7 +101,7 @@ def plan_command(
     settings = EngineSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead))
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), perf_model=perf_model)
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
     dps = _tps(dp, "--dp") if dp is not None else None

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (ArrivalCVOpt, CardsOpt, ChartOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt,
                                 FormatOpt, GpuUtilOpt, IslOpt, KVDtypeOpt, OslOpt, OutputOpt, OverlapCommOpt,
                                 RagDocTokensOpt, RagDocsOpt, RagZipfOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt,
@@ -62,6 +63,7 @@ def tier_command(
     gpu_memory_utilization: GpuUtilOpt = None,
     eta_flops: EtaFlopsOpt = None,
     eta_mem: EtaMemOpt = None,
+    perf_model: PerfModelOpt = "operators",
     overlap_comm: OverlapCommOpt = False,
     ttft_slo: TtftOpt = None,
     tpot_slo: TpotOpt = None,
@@ -91,7 +93,8 @@ def tier_command(
                      weights_dtype=weights_dtype, engine=engine, gpu_memory_utilization=gpu_memory_utilization,
                      tiers_file=tiers, overrides=overrides,
                      efficiencies=efficiencies(eta_mem, eta_flops), overlap_comm=overlap_comm,
-                     seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards))
+                     seed=seed, pd=not no_pd, ttft_slo=ttft_slo, tpot_slo=tpot_slo, cards=cards_dirs(cards),
+                     perf_model=perf_model)
     extra = OutputSet()
     if chart is not None:
         extra.add(chart, hit_rate_chart(plan.curve_tokens, plan.curve_hit_rate, plan.boundaries,

@@ -17,9 +17,11 @@ names, paths or cards, once:
   ``budget = the engine's rule``, ``blocks = floor(budget / (block_size × KV bytes per token on
   the rank))``; per GPU and per instance (:class:`KVPool`).
 
-The roofline cost (:func:`kvplan.calc.roofline.model_cost`) and the machine
-(:func:`kvplan.plans.sizing.latency.resolve_machine`: peak FLOPS, η, links) are resolved on first
-use and kept, so a command that only needs memory never asks the card for FLOPS.
+The roofline cost (:func:`kvplan.calc.roofline.model_cost`), the machine
+(:func:`kvplan.plans.sizing.latency.resolve_machine`: peak FLOPS, η, links) and the step-time
+model every planner uses (``steps``, :class:`kvplan.calc.steptime.StepTimes`: the per-operator
+model by default, the roofline with ``EngineSettings(perf_model="roofline")``) are resolved on
+first use and kept, so a command that only needs memory never asks the card for FLOPS.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from kvplan.units import format_bytes
 
 if TYPE_CHECKING:  # the roofline loads on first use of a deployment's cost or machine (kvplan size never needs it)
     from kvplan.calc.roofline import Machine, ModelCost
+    from kvplan.calc.steptime import StepTimes
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class EngineSettings:
     chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
     block_size: int | None = None
     efficiencies: Efficiencies = Efficiencies()
+    perf_model: str = "operators"     # kvplan's step-time model: operators (per-operator) or roofline
 
 
 def fewest_redundant_experts(card: ModelCard, ep: int) -> int:
@@ -237,6 +241,26 @@ class Deployment:
         """The defaults the machine took (η, step overhead, link latencies)."""
         return self._machine[1]
 
+    @cached_property
+    def steps(self) -> StepTimes:
+        """The step-time model every planner uses (``engine.perf_model``; resolved on first use, once).
+
+        Per-operator by default (:func:`kvplan.plans.sizing.perfmodel.step_times`), the roofline
+        with ``perf_model="roofline"``; over ``node_hardware`` (the system's links), at ``tp``
+        GPUs per attention rank and ``dp`` ranks.
+        """
+        from kvplan.plans.sizing.perfmodel import step_times
+
+        par = self.parallel
+        return step_times(self.model, self.node_hardware, self.cost, self.machine, self.engine.engine,
+                          self.engine.efficiencies, self.engine.perf_model, self.tp, par.dp, par.expert_parallel,
+                          par.redundant_experts)
+
+    @property
+    def step_notes(self) -> tuple[str, ...]:
+        """The machine's defaults and the step-time model's (which efficiencies each operator took)."""
+        return tuple(dict.fromkeys([*self.machine_notes, *self.steps.notes]))
+
 
 @dataclass(frozen=True)
 class ModelLayout:
@@ -305,6 +329,11 @@ def _check_settings(s: EngineSettings) -> None:
         raise InputError(f"--max-num-seqs must be >= 1 (got {s.max_num_seqs})", "vLLM's default is 256")
     if not isinstance(s.chunk_tokens, int) or s.chunk_tokens < 1:
         raise InputError(f"--chunk-size must be >= 1 token (got {s.chunk_tokens})", "vLLM's default is 8192")
+    from kvplan.calc.steptime import PERF_MODELS
+
+    if s.perf_model not in PERF_MODELS:
+        raise InputError(f"--perf-model must be operators or roofline (got {ascii(s.perf_model)})",
+                         "operators: per-operator efficiencies (default); roofline: one η pair for every operator")
 
 
 def _ep_weights(card: ModelCard, profile: EngineProfile, s: EngineSettings, par: Parallelism) -> float | None:

@@ -1,7 +1,8 @@
 """Discrete-event check of the closed-form fleet model (``kvplan plan --simulate``).
 
 ``engine``: continuous batching with chunked prefill per instance and a JSQ router;
-``steps``: the roofline's ``forward_pass`` tabulated for O(1) step times. :func:`simulate_plan`
+``steps`` / ``opsteps``: the deployment's step-time model (the roofline's ``forward_pass`` or
+the per-operator pass) tabulated for O(1) step times. :func:`simulate_plan`
 replays a plan's workload (the trace itself, or a seeded sample of a flag workload) through the
 planned fleet.
 """
@@ -29,7 +30,7 @@ def simulate_plan(plan, workload, requests: int | None = 10_000, seed: int = 0) 
     trace = workload.replay(requests, seed)
     chunk, dp = plan.engine.chunk_tokens, plan.shape.dp  # attention-DP ranks are the simulator's instances
     steps = build_step_model(setup["cost"], setup["machine"], plan.shape.tp, chunk + plan.batch_per_rank,
-                             workload.lengths.decode_context, dp=dp)
+                             workload.lengths.decode_context, dp=dp, steps=setup.get("steps"))
     context = np.maximum(trace.isl, 1) + np.maximum(trace.osl, 1)
     kv = setup["layout"].sequence_bytes(context, per_gpu=True)
     span = float(trace.arrival_s[-1] - trace.arrival_s[0]) if trace.requests > 1 else 0.0

@@ -9,9 +9,10 @@ What it models (per instance, as vLLM V1's scheduler does):
   (ISL + OSL, reserved at admission: no preemption is modelled).
 - The step that processes a prompt's last chunk emits its first token (TTFT); each later step
   emits one more; TPOT = (finish − first token) / (OSL − 1) for OSL >= 2.
-- Step times come from :class:`kvplan.sim.steps.StepModel` (``forward_pass`` exactly). A run of
+- Step times come from :class:`kvplan.sim.steps.StepModel` (``forward_pass`` exactly) or
+  :class:`kvplan.sim.opsteps.OperatorStepModel` (the per-operator pass exactly). A run of
   decode-only steps between two events is advanced in closed form: step i of a run takes
-  ``D[b] + γ (T + i·b)``, so j steps take ``j (D + γT) + γ b j (j − 1)/2``; an arrival cuts the
+  ``D[b] + γ[b] (T + i·b)``, so j steps take ``j (D + γT) + γ b j (j − 1)/2``; an arrival cuts the
   run at the end of the step in progress.
 - Router: each arrival goes to the instance with the fewest prompts waiting for or in prefill,
   then the fewest decoding sequences, then the lowest index (join-shortest-queue, least loaded).
@@ -127,9 +128,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     total_steps = mixed_steps = 0
     max_seen = 0
     base = [steps.decode_base_s(j) for j in range(cap + 1)]
-    gamma = steps.decode_per_token_s
-    kv_read = steps.kv_read_per_token
-    attn_tok = steps.attn_flops_per_token
+    gammas = [steps.decode_gamma_s(j) for j in range(cap + 1)]
 
     def schedule(i: int, when: float) -> None:
         nonlocal counter
@@ -138,6 +137,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
         heapq.heappush(events, (when, counter, i, version[i]))
 
     def run_length(t0: float, d: float, bb: int, tt: float, j: int) -> float:
+        gamma = gammas[bb]
         return j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
 
     def ended(now: float) -> None:
@@ -188,11 +188,11 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
         if chunks:
             starts = np.array([e[1] for e, _ in chunks], dtype=np.float64)
             ends = starts + np.array([p for _, p in chunks], dtype=np.float64)
-            kv_pf, fl_pf = steps.prefill_terms(starts, ends)
             done = sum(1 for e, p in chunks if e[1] + p >= prompt[e[0]])
             nb, nt = (0, 0.0) if prefill_first else (b[i], T[i])  # prefill-first: the decoders sit this step out
             tokens = nb + int(ends.sum() - starts.sum())
-            dt = steps.step_s(tokens, nb + done, kv_read * nt + kv_pf, attn_tok * nt + fl_pf)
+            dt = steps.chunk_step_s(tokens, nb + done, nt, starts, ends, [prompt[e[0]] for e, _ in chunks],
+                                    nb + len(chunks))
             mode[i], current[i] = (3 if prefill_first else 1), chunks
             busy_time_batch[i] += nb * dt
             total_steps += 1
@@ -243,6 +243,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig)
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned = current[i]
         x = now - t0
+        gamma = gammas[bb]
         a2, a1 = gamma * bb / 2, d + gamma * tt - gamma * bb / 2
         j = x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2)
         steps_now = min(int(math.floor(j + 1e-12)) + 1, planned)

@@ -47,8 +47,8 @@ class StepModel:
     def max_tokens(self) -> int:
         return self.comm_s.size - 1
 
-    def step_s(self, tokens: int, rows: float, kv_bytes: float, attention_flops: float) -> float:
-        """One forward pass of ``tokens`` new tokens: the same number ``forward_pass`` returns."""
+    def step_s(self, tokens: int, rows: float, kv_bytes: float, attention_flops: float, batch: int = 0) -> float:
+        """One forward pass of ``tokens`` new tokens: the same number ``forward_pass`` returns (``batch`` unused)."""
         dense = max(self.dense_memory_s[tokens], self.dense_compute_s[tokens] + self.row_compute_s * rows)
         attention = max(self.kv_byte_s * kv_bytes, self.attn_flop_s * attention_flops)
         kernels = dense + self.expert_s[tokens] + attention
@@ -64,6 +64,17 @@ class StepModel:
         """γ: attention time per held token in a decode step."""
         return max(self.kv_byte_s * self.kv_read_per_token, self.attn_flop_s * self.attn_flops_per_token)
 
+    def decode_gamma_s(self, batch: int) -> float:
+        """γ at a batch of ``batch`` (the roofline's attention η does not depend on it)."""
+        return self.decode_per_token_s
+
+    def chunk_step_s(self, tokens: int, rows: float, held_tokens: float, starts: np.ndarray, ends: np.ndarray,
+                     prompts, batch: int) -> float:
+        """A step of the decoders (``held_tokens`` in all) and prompt chunks [start, end) of ``prompts``."""
+        kv, flops = self.prefill_terms(starts, ends)
+        return self.step_s(tokens, rows, self.kv_read_per_token * held_tokens + kv,
+                           self.attn_flops_per_token * held_tokens + flops)
+
     def prefill_terms(self, starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
         """(KV bytes, attention FLOPs) of prompt chunks [start, end): tokens written plus prefix read, causal attention."""
         kv = (ends - starts) * self.kv_write_per_token + self.kv_read_per_token * starts
@@ -72,13 +83,19 @@ class StepModel:
 
 
 def build_step_model(cost: ModelCost, machine: Machine, tp: int, max_tokens: int, decode_context: float,
-                     overlap_comm: bool = False, dp: int = 1) -> StepModel:
+                     overlap_comm: bool = False, dp: int = 1, steps=None):
     """Tabulate ``forward_pass`` for n = 0 … ``max_tokens`` and probe its linear terms (module docstring).
 
     ``dp`` > 1: the steps of one attention data-parallel rank in lock step with ``dp − 1`` equally
     loaded others (:func:`kvplan.plans.fleet.model.instance_figures`): the pass carries ``dp`` × the
     rank's tokens, LM-head rows and attention FLOPs with the experts over ``ep = dp``; KV bytes are the rank's.
+    ``steps`` (a :class:`kvplan.calc.steptime.StepTimes` with a per-operator pass) tabulates that
+    pass instead, for one rank of its ``dp`` (:func:`kvplan.sim.opsteps.build_operator_step_model`).
     """
+    if steps is not None and steps.pass_fn is not None:
+        from kvplan.sim.opsteps import build_operator_step_model
+
+        return build_operator_step_model(steps, max_tokens, decode_context)
     n = np.arange(max_tokens + 1, dtype=np.float64)
     zero = np.zeros_like(n)
     kw = {"tp": tp, "ep": dp}

@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 
-from kvplan.calc.roofline import decode_step
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.fleet.closed import closed_loop
 
@@ -27,8 +26,8 @@ def run(dep, c, isl=1000, osl=200, n=400, instances=1):
 
 def test_one_request_in_flight_decodes_alone(llama8b):
     row = run(llama8b, 1, n=50)
-    # alone, every decode step is batch 1: TPOT = the roofline step at the request's mean decode context
-    step = float(decode_step(llama8b.cost, llama8b.machine, 1, 1000 + 100, tp=1).time_s)
+    # alone, every decode step is batch 1: TPOT = the deployment's step (per-operator) at the mean decode context
+    step = float(llama8b.steps.decode_s(1, 1000 + 100))
     assert row["tpot_p50_s"] == pytest.approx(step, rel=0.02)
     # and the client waits for nothing: request throughput = 1 / (TTFT + 199 TPOT)
     assert row["request_throughput_per_s"] == pytest.approx(1 / (row["ttft_mean_s"] + 199 * row["tpot_mean_s"]),
@@ -100,10 +99,11 @@ def test_closed_loop_chart_is_a_png(invoke, tmp_path):
 # ------------------------------------------------------------------ scheduling: waves of a fixed-length closed loop
 
 def _one_prompt_step(dep, tokens):
+    """One step holding one whole ``tokens``-token prompt and no decoders, on the deployment's step table."""
     from kvplan.sim import build_step_model
-    steps = build_step_model(dep.cost, dep.machine, dep.tp, dep.engine.chunk_tokens + dep.engine.max_num_seqs, 1100.0)
-    kv, flops = steps.prefill_terms(np.array([0.0]), np.array([float(tokens)]))
-    return steps.step_s(tokens, 1, kv, flops)
+    steps = build_step_model(dep.cost, dep.machine, dep.tp, dep.engine.chunk_tokens + dep.engine.max_num_seqs, 1100.0,
+                             steps=dep.steps)
+    return steps.chunk_step_s(tokens, 1, 0.0, np.array([0.0]), np.array([float(tokens)]), [tokens], 1)
 
 
 def test_prefill_first_waves_queue_their_prompts():

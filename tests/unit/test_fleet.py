@@ -31,6 +31,7 @@ def flags(qps, isl, osl, sample=5_000):
 
 
 SLOS = [parse_slo("ttft", "p99<=2s"), parse_slo("tpot", "p90<=50ms")]
+ROOFLINE = EngineSettings(perf_model="roofline")  # closed forms worked by hand on the one-η roofline
 
 
 # --------------------------------------------------------------------------- SLO flags
@@ -129,10 +130,21 @@ def test_littles_law_ties_rate_time_and_concurrency(light):
     assert_allclose(row["batch_mean"], row["running_concurrency"] / row["instances"], rtol=1e-6)
 
 
-def test_tpot_mean_is_the_step_stretched_by_prefill_interference(light):
+def test_tpot_mean_is_the_step_stretched_by_prefill_interference():
+    # the roofline's step is linear in b between grid points (the per-operator one is padded to CUDA-graph sizes)
+    light = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(5, "1000", "201"), SLOS, engine=ROOFLINE)
     p, cost, machine = light.point, light.setup["cost"], light.setup["machine"]
     step = float(decode_step(cost, machine, p.batch_mean + 1, 1100.5).time_s)
     assert_allclose(light.tpot["mean"], step / (1 - p.rho_interference), rtol=2e-3)  # grid interpolation in b
+
+
+def test_tpot_mean_on_the_default_operator_model(light):
+    """The same relation on the default model, at the grid's integer batches bracketing the mean batch."""
+    p, steps = light.point, light.setup["steps"]
+    assert steps.model == "operators"
+    lo, hi = (float(steps.decode_s(b, 1100.5)) for b in (math.floor(p.batch_mean + 1), math.ceil(p.batch_mean + 1)))
+    w = p.batch_mean + 1 - math.floor(p.batch_mean + 1)
+    assert_allclose(light.tpot["mean"], ((1 - w) * lo + w * hi) / (1 - p.rho_interference), rtol=2e-3)
 
 
 def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
@@ -204,7 +216,8 @@ def test_long_contexts_are_bound_by_the_kv_pool_not_an_internal_limit():
     # which is physics, not a constraint: the KV pool's 12 sequences bind, and N − 1 says by how much
     # (pool: 0.9 × 85,520,809,984 − 16,060,522,496 − 1,379,008,512 − 0.35 GiB → 28,206 blocks × 2 MiB
     # = 59,152,269,312 B; // 4,563,402,752 B a sequence = 12)
-    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(1, "32k", "2k"), [parse_slo("ttft", "p99<=30s")])
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(1, "32k", "2k"), [parse_slo("ttft", "p99<=30s")],
+                        engine=ROOFLINE)
     assert p.feasible and p.binding_constraint == "kv_capacity"
     assert p.batch_per_instance == p.figures.batch_kv == int(p.figures.pool_bytes_per_gpu // (34_816 * 131_072)) == 12
     assert p.below.failures == ["slots"] and p.below.batch_mean > 12
@@ -213,12 +226,13 @@ def test_long_contexts_are_bound_by_the_kv_pool_not_an_internal_limit():
 
 def test_max_num_seqs_binds_short_requests():
     p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(200, "64", "512"), [parse_slo("ttft", "p99<=1s")],
-                        engine=EngineSettings(max_num_seqs=16))
+                        engine=EngineSettings(max_num_seqs=16, perf_model="roofline"))
     assert p.feasible and p.binding_constraint == "max_num_seqs" and p.batch_per_instance == 16
 
 
 def test_unattainable_tpot_is_infeasible_with_the_best_value():
-    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(5, "1k", "100"), [parse_slo("tpot", "p99<=2ms")])
+    p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(5, "1k", "100"), [parse_slo("tpot", "p99<=2ms")],
+                        engine=ROOFLINE)  # 5.9 ms: the roofline's batch-1 step
     assert not p.feasible and p.binding_constraint == "tpot_slo" and p.instances is None
     assert "unattainable" in p.reason and "5.9" in p.reason
     assert p.tpot["p99"] > 0.002 and p.row()["feasible"] is False

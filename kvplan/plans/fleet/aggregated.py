@@ -269,17 +269,18 @@ def plan_fleet(dep: Deployment, workload: FleetWorkload, slos: dict[str, Slo] | 
     _check_context(card, workload, allow_long_context)
     cost, machine = dep.cost, dep.machine
     figures = fm.instance_figures(cost, machine, shape.tp, workload.lengths, dep.layout, dep.pool.bytes_per_gpu,
-                                  engine.max_num_seqs, engine.chunk_tokens, dp=shape.dp)
+                                  engine.max_num_seqs, engine.chunk_tokens, dp=shape.dp, steps=dep.steps)
     model = FleetModel(figures, workload.lengths, workload.rate_per_s, workload.arrival_scv, slos, max_utilization,
                        dp=shape.dp)
     plan = FleetPlan(model=card.name, hardware=dep.hardware.name, shape=shape, engine=engine,
                      rate_per_s=workload.rate_per_s, slos=slos, feasible=True, binding_constraint="none",
                      figures=figures,
                      setup={"model": model, "hardware": dep.hardware, "cost": cost, "machine": machine,
+                            "steps": dep.steps,
                             "layout": dep.layout, "deployment": dep,
                             "context_mean": workload.lengths.context_mean, "context_p99": workload.lengths.context_p99,
                             "decode_context": workload.lengths.decode_context})
-    plan.assumptions = list(dict.fromkeys([*dep.notes, *dep.machine_notes,
+    plan.assumptions = list(dict.fromkeys([*dep.notes, *dep.step_notes,
                                            *_notes(card, workload, shape, engine, slos, max_utilization)]))
     _solve(plan, model, card, dep.hardware, workload, dep, max_gpus)
     plan.explain = _explain(plan, workload, dep)

@@ -5,8 +5,9 @@ keep C requests in flight: each new request is sent the moment one finishes. kvp
 through the discrete-event simulator in closed mode (:mod:`kvplan.sim.engine`, ``concurrency``):
 N instances of the deployment (JSQ router), continuous batching up to ``max_num_seqs``, chunked
 prefill at ``max_num_batched_tokens`` interleaved with the decoders (the interference a running
-batch feels when a new prompt is admitted), step times from the roofline
-(:func:`kvplan.calc.roofline.forward_pass`, tabulated by :mod:`kvplan.sim.steps`).
+batch feels when a new prompt is admitted), step times from the deployment's step-time model
+(the per-operator pass by default, the roofline's :func:`kvplan.calc.roofline.forward_pass` with
+``--perf-model roofline``; tabulated by :mod:`kvplan.sim.opsteps` / :mod:`kvplan.sim.steps`).
 
 Per C it reports what a benchmark prints:
 
@@ -71,7 +72,8 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
                 steps=None, prefill_first: bool | None = None, split_prompts: bool | None = None) -> dict:
     """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring).
 
-    ``steps``: a :class:`kvplan.sim.steps.StepModel` to replay with instead of the roofline's (one DP rank's).
+    ``steps``: a step table (:class:`kvplan.sim.steps.StepModel` or :class:`kvplan.sim.opsteps.OperatorStepModel`,
+    one DP rank's) to replay with instead of the deployment's own (``dep.steps``).
     ``prefill_first`` / ``split_prompts``: the engine's step composition, default :data:`SCHEDULES`'s.
     """
     from kvplan.sim import SimConfig, build_step_model, simulate
@@ -90,9 +92,9 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     cap = s.max_num_seqs
     context = np.maximum(isl, 1) + np.maximum(osl, 1)
     dp = dep.parallel.dp  # attention-DP ranks are the simulator's engines (kvplan.plans.fleet.model)
-    if steps is None:
+    if steps is None:     # the deployment's step-time model, tabulated for one DP rank
         steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
-                                 float(np.mean(isl + osl / 2)), dp=dp)
+                                 float(np.mean(isl + osl / 2)), dp=dp, steps=dep.steps)
     kv = dep.layout.sequence_bytes(context, per_gpu=True)
     first, split = SCHEDULES.get(s.engine, SCHEDULES["vllm"])
     first = first if prefill_first is None else bool(prefill_first)
@@ -179,7 +181,7 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
         raise InputError(f"no usable TP among {', '.join(map(str, choices))}", "pass --tp")
     sample = workload.replay(requests or 5000, seed)
     rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests) for c in concurrency]
-    notes = [*dep.notes, *dep.machine_notes, *notes,
+    notes = [*dep.notes, *dep.step_notes, *notes,
              f"closed loop: C requests in flight, the next sent when one ends (vllm bench serve --max-concurrency); "
              f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "")
              + (f" dp={dp}" if dp > 1 else "") + (f" ep={dep.parallel.ep}" if dep.parallel.expert_parallel else "")

@@ -13,10 +13,11 @@ minute-scale drift as ca² = 16 and put TTFT p99 at 4.5× the replay's).
 
 Prefill service of one prompt of S tokens with a cached prefix of n = ⌊F·S⌋ tokens (``F`` =
 ``cached_prefix_fraction``): one forward pass over the S − n new tokens that reads the prefix KV
-once and attends causally over positions n+1 … S (:func:`kvplan.calc.roofline.forward_pass`);
-F = 0 is :func:`kvplan.calc.roofline.prefill` unchunked. The transfer still moves all S tokens.
+once and attends causally over positions n+1 … S (the deployment's step-time model: the
+per-operator pass by default, :func:`kvplan.calc.roofline.forward_pass` with ``--perf-model
+roofline``); F = 0 is :func:`kvplan.calc.roofline.prefill` unchunked. The transfer still moves all S tokens.
 
-Decode step of a batch b: :func:`kvplan.calc.roofline.decode_step` at the mean context over a
+Decode step of a batch b: the step-time model's ``decode_step`` at the mean context over a
 request's decode life, E[ISL] + E[OSL]/2, tabulated for b = 1 … the engine cap; KV per request
 (per GPU, paged as the engine stores it) at that context; the budget per GPU from
 :func:`kvplan.plans.sizing.fit.fit` (the engine's start-up rule).
@@ -37,6 +38,7 @@ import numpy as np
 
 from kvplan.calc.kv import check_parallel, kv_layout
 from kvplan.calc.roofline import ModelCost, decode_step
+from kvplan.calc.steptime import StepTimes
 from kvplan.calc.tiering import suffix_prefill_s
 from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.errors import InputError, KvplanError
@@ -254,22 +256,69 @@ class TransferModel:
 
 
 def prefill_service_s(cost: ModelCost, machine, isl, cached_fraction: float, tp: int, dp: int = 1,
-                      overlap_comm: bool = False) -> np.ndarray:
-    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each, one per DP rank)."""
+                      overlap_comm: bool = False, steps: StepTimes | None = None) -> np.ndarray:
+    """Prefill of prompts of ``isl`` tokens whose first ⌊F·isl⌋ tokens are cached (one pass each, one per DP rank).
+
+    ``steps``: the deployment's step-time model (per-operator by default); None is the roofline.
+    """
     s = np.asarray(isl, dtype=np.float64)
+    if steps is not None:
+        return steps.suffix_prefill_s(np.floor(cached_fraction * s), s)
     return suffix_prefill_s(cost, machine, np.floor(cached_fraction * s), s, tp=tp, dp=dp, overlap_comm=overlap_comm)
 
 
 def decode_table(cost: ModelCost, machine, tp: int, context: float, batch_cap: int, dp: int = 1,
-                 overlap_comm: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                 overlap_comm: bool = False, steps: StepTimes | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Step time at instance batches ``dp × j``, j = 1 … ⌈cap/dp⌉ (j sequences on every attention rank).
 
     dp = 1 is every batch 1 … cap. The roofline runs the ``dp`` ranks as ``ep = dp`` (attention data
-    parallel, experts over the instance; :func:`kvplan.calc.roofline.decode_step`).
+    parallel, experts over the instance; :func:`kvplan.calc.roofline.decode_step`); ``steps`` (the
+    deployment's step-time model, per-operator by default) replaces it.
     """
     per_rank = max(math.ceil(max(batch_cap, 1) / dp), 1)
     batch = dp * np.arange(1, per_rank + 1, dtype=np.float64)
+    if steps is not None:
+        return batch, steps.decode_s(batch, context)
     return batch, decode_step(cost, machine, batch, context, tp=tp, ep=dp, overlap_comm=overlap_comm).time_s
+
+
+def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None = None):
+    """Prefill and decode models per shape of ``setup``'s pools (:mod:`kvplan.plans.pd.plan`), each timed by its
+    deployment's step-time model (``Deployment.steps``); ``machine_of(dep)`` replaces the deployment's machine
+    (placements: other links); ``only`` = (prefill shape, decode shape) restricts to one pair."""
+    s = setup.settings
+    machine_of = machine_of or (lambda dep: dep.machine)
+    prefill = {}
+    ov = setup.overlap_comm
+    for shape, dep in setup.prefill.deployments.items():
+        if only is not None and shape != only[0]:
+            continue
+        pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
+        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov,
+                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
+        if setup.prefix_read_bytes_per_s and setup.cached_fraction:
+            load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
+                / setup.prefix_read_bytes_per_s
+            service = service + exposed_transfer_s(load, service, setup.card.num_layers)
+        fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
+        prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
+                                      dp)
+    decode = {}
+    context = workload.isl_mean + workload.osl_mean / 2
+    for shape, dep in setup.decode.deployments.items():
+        if only is not None and shape != only[1]:
+            continue
+        pool, layout, tp, dp = dep.pool.bytes_per_gpu, dep.layout, shape.tp, shape.dp
+        per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
+                             * workload.weights).sum())
+        longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
+        cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
+        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov,
+                                   steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
+        decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
+                                    longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
+                                    s.max_num_seqs * dp, dp)
+    return prefill, decode
 
 
 def transfer_model(receive_bytes_per_gpu: np.ndarray, decode_tp: int, prefill_tp: int, prefill_s: np.ndarray,

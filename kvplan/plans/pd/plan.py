@@ -31,9 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
-from kvplan.calc.transfer import exposed_transfer_s
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
@@ -42,8 +39,8 @@ from kvplan.plans.deployment import Deployment, EngineSettings
 from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
 from kvplan.plans.links import Side, load_side
 from kvplan.plans.pd.link import PLACEMENTS, LinkOverride, PathLink, path_kind, resolve_link, same_place
-from kvplan.plans.pd.model import (DecodeModel, PDWorkload, PrefillModel, decode_table, prefill_service_s,
-                                   as_length, trace_hit_fraction, transfer_model, workload_from_inputs)
+from kvplan.plans.pd.model import (PDWorkload, as_length, pool_models, trace_hit_fraction, transfer_model,
+                                   workload_from_inputs)
 from kvplan.plans.pd.pools import Shape, node_size, pool_shapes
 from kvplan.plans.pd.report import (aggregated_alternative, explain_plan, infeasible_plan, pd_columns, pd_plan,
                                     price_plans, pricing, verdict)
@@ -192,7 +189,7 @@ def plan_pd(
     if (placements or checklist) and base.best is not None:
         from kvplan.plans.pd.placement import placement_plans
 
-        extra, placement_notes = placement_plans(setup, workload, base.best, _models, Candidate, pd_plan, _unit)
+        extra, placement_notes = placement_plans(setup, workload, base.best, pool_models, Candidate, pd_plan, _unit)
         setup.notes.extend(placement_notes)
     else:
         extra = []
@@ -215,7 +212,7 @@ def plan_pd(
     if checklist:
         from kvplan.plans.pd.checklist import checklist as answer
 
-        lines, figures = answer(setup, workload, base, plans, _models)
+        lines, figures = answer(setup, workload, base, plans, pool_models)
         explain += ["checklist (seed §10):", *lines]
         plans[0] = replace(plans[0], checklist=figures)
     plans, cost_notes = price_plans(plans, setup)
@@ -269,6 +266,10 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     dps_p, dps_d, ep, redundant = layout
     for side, tps, dps, what in ((p_side, prefill_tp, dps_p, "prefill"), (d_side, decode_tp, dps_d, "decode")):
         pools.append(_pool(card, side, list(tps), list(dps), ep, redundant, settings, what, notes, resolved))
+    for i, note in enumerate(notes):  # a shape both pools skip for the same reason: one note
+        if note.startswith("prefill ") and (twin := "decode " + note[len("prefill "):]) in notes:
+            notes[i] = "prefill and decode " + note[len("prefill "):]
+            notes.remove(twin)
     setup = Setup(card, pools[0], pools[1], parse_slo("ttft", ttft), parse_slo("tpot", tpot), settings, placement,
                   override, cached_fraction, notes + late_notes)
     notes.extend(_standard_notes(setup))
@@ -317,7 +318,7 @@ def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: boo
                          f"({format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU) leave no KV memory on "
                          f"{side.hardware.name}")
     ok_shapes = sorted(deps)
-    notes.extend(deps[max(ok_shapes)].machine_notes)
+    notes.extend(deps[max(ok_shapes)].step_notes)
     return Pool(side, ok_shapes, {t: deps[t] for t in ok_shapes})
 
 
@@ -355,42 +356,6 @@ def _standard_notes(setup: Setup) -> list[str]:
 # --------------------------------------------------------------------------- the search
 
 
-def _models(setup: Setup, workload: PDWorkload, machine_of=None, only: tuple | None = None):
-    """Prefill and decode models per shape (``machine_of(dep)`` replaces the deployment's machine: placements;
-    ``only`` = (prefill shape, decode shape) restricts to one pair)."""
-    s = setup.settings
-    machine_of = machine_of or (lambda dep: dep.machine)
-    prefill = {}
-    ov = setup.overlap_comm
-    for shape, dep in setup.prefill.deployments.items():
-        if only is not None and shape != only[0]:
-            continue
-        pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
-        service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov)
-        if setup.prefix_read_bytes_per_s and setup.cached_fraction:
-            load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
-                / setup.prefix_read_bytes_per_s
-            service = service + exposed_transfer_s(load, service, setup.card.num_layers)
-        fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
-        prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
-                                      dp)
-    decode = {}
-    context = workload.isl_mean + workload.osl_mean / 2
-    for shape, dep in setup.decode.deployments.items():
-        if only is not None and shape != only[1]:
-            continue
-        pool, layout, tp, dp = dep.pool.bytes_per_gpu, dep.layout, shape.tp, shape.dp
-        per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
-                             * workload.weights).sum())
-        longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
-        cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
-        batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov)
-        decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
-                                    longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
-                                    s.max_num_seqs * dp, dp)
-    return prefill, decode
-
-
 def _kinds(setup: Setup, fixed, tp_p: int, tp_d: int) -> list[str]:
     """Paths to try for a pair (``tp_p``/``tp_d``: GPUs per prefill / decode instance)."""
     p, d = setup.prefill.side, setup.decode.side
@@ -418,7 +383,7 @@ def _in_scope(kind: str, unit: int, side: Side) -> bool:
 
 
 def _plan(setup: Setup, workload: PDWorkload, override: LinkOverride, fixed) -> Outcome:
-    prefill, decode = _models(setup, workload)
+    prefill, decode = pool_models(setup, workload)
     candidates, failures, link_errors = [], [], []
     layers = setup.card.num_layers
     for shape_p, shape_d in itertools.product(setup.prefill.shapes, setup.decode.shapes):

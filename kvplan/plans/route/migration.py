@@ -8,7 +8,8 @@ one it went to, which holds ``a < h``), three ways to serve the missing ``m = h 
   E[S] and E[T] the fleet model's mean prefill and time in system at N) — an estimate, not a queue model;
 - copy the KV over the link between the instances: ``latency + m × kv_bytes_per_token_per_gpu / (line rate × η)``
   (:func:`kvplan.calc.transfer.transfer_s`; every GPU of a TP instance moves its own shard in parallel);
-- recompute: ``suffix(a, S) − suffix(h, S)`` of the roofline (:func:`kvplan.calc.tiering.suffix_prefill_s`).
+- recompute: ``suffix(a, S) − suffix(h, S)`` of the deployment's step-time model (``suffix_prefill_s`` of
+  :class:`kvplan.calc.steptime.StepTimes`: per-operator by default, the roofline with ``--perf-model roofline``).
 
 The cheapest wins, per request and link. Break-even per link: the shortest context n for which copying its
 KV beats recomputing it, ``latency + n × bytes / bandwidth < suffix(0, n) − suffix(n − 1, n)``
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvplan.calc import tiering
 from kvplan.calc.transfer import break_even_tokens, transfer_s
 from kvplan.plans.route import policies as pol
 from kvplan.plans.route.replay import instance_hits
@@ -29,13 +29,13 @@ COLUMNS = ["policy", "instances", "link", "link_bandwidth_bytes_per_s", "break_e
 
 
 def migration_rows(service, trace, instances, capacity: int, router) -> tuple[list[dict], list[str]]:
-    tp, cost, machine = service.shape.tp, service.cost, service.machine
+    tp, cost, steps = service.shape.tp, service.cost, service.steps
     bpt = float(cost.kv_token_bytes(tp))
     isl = trace.isl.astype(np.float64)
     bt = trace.block_tokens
 
     def context_saved(n):
-        return tiering.context_recompute_s(cost, machine, n, tp=tp)
+        return steps.context_recompute_s(n)
 
     even = {label: break_even_tokens(bpt, link.bandwidth_bytes_per_s, link.latency_s, context_saved)
             for label, link in service.links}
@@ -54,8 +54,7 @@ def migration_rows(service, trace, instances, capacity: int, router) -> tuple[li
         diverted = held > have
         a, h, s = have[diverted], held[diverted], isl[diverted]
         missing = h - a
-        recompute = (np.asarray(tiering.suffix_prefill_s(cost, machine, a, s, tp=tp))
-                     - np.asarray(tiering.suffix_prefill_s(cost, machine, h, s, tp=tp)))
+        recompute = np.asarray(steps.suffix_prefill_s(a, s)) - np.asarray(steps.suffix_prefill_s(h, s))
         prefill_mean = float(np.mean(service.full_prefill_s))
         queue = np.maximum(extra[diverted], 0) * prefill_mean * prefill_mean / float(np.mean(time_s))
         for label, link in service.links:

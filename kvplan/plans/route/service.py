@@ -10,7 +10,8 @@ service times, TTFT and GPUs (:mod:`kvplan.plans.fleet.model`, the model of ``kv
   over-count of in-flight time). Where the fleet at N is unstable, the unloaded figures
   (``FleetModel.best_alone``) are used and a note says so.
 - prefill GPU-seconds saved = ``tp × Σ_i [suffix(0, S_i) − suffix(a_i, S_i)]`` with ``a_i`` the tokens the
-  request's prefix hits let it skip and ``suffix`` :func:`kvplan.calc.tiering.suffix_prefill_s` (the roofline).
+  request's prefix hits let it skip and ``suffix`` the deployment's step-time model's ``suffix_prefill_s``
+  (:class:`kvplan.calc.steptime.StepTimes`: per-operator by default, the roofline with ``--perf-model roofline``).
 - TTFT p50/p99 and GPUs: the fleet model with every prompt's prefill shortened to its uncached suffix
   ``S_i − a_i`` while decode contexts and KV per sequence stay the full ``S_i + OSL_i``; the suffix is
   prefilled like a fresh prompt of that length (attention over the cached prefix not charged). The fleet
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvplan.calc import tiering
 from kvplan.errors import InfeasibleError
 from kvplan.plans.fleet import model as fm
 from kvplan.plans.fleet.aggregated import EngineSettings, FleetWorkload, Shape, Slo, plan_aggregated
@@ -72,11 +72,12 @@ class ServiceModel:
         self.plan, self.setup = plan, plan.setup
         self.cost, self.machine, self.layout = plan.setup["cost"], plan.setup["machine"], plan.setup["layout"]
         self.pool = plan.setup["deployment"].pool
+        self.steps = plan.setup["steps"]      # the deployment's step-time model (Deployment.steps)
         self.cache_tokens = int(self.pool.tokens_per_instance)
         self.base = fm.FleetModel(plan.figures, self.workload.lengths, self.workload.rate_per_s,
                                   self.workload.arrival_scv, self.slos, self.max_utilization)
         isl = self.trace.isl.astype(np.float64)
-        self.full_prefill_s = np.asarray(tiering.suffix_prefill_s(self.cost, self.machine, 0.0, isl, tp=self.shape.tp))
+        self.full_prefill_s = np.asarray(self.steps.suffix_prefill_s(0.0, isl))
         self.duration_s = float(self.trace.arrival_s[-1] - self.trace.arrival_s[0]) or math.nan
         self._points: dict[int, fm.Point] = {}
         self._times: dict[int, np.ndarray] = {}
@@ -120,7 +121,7 @@ class ServiceModel:
     def figures(self, n: int, hits, trace: Trace) -> dict:
         skipped = hits.skipped_tokens(trace.isl, trace.block_tokens).astype(np.float64)
         isl = trace.isl.astype(np.float64)
-        with_cache = np.asarray(tiering.suffix_prefill_s(self.cost, self.machine, skipped, isl, tp=self.shape.tp))
+        with_cache = np.asarray(self.steps.suffix_prefill_s(skipped, isl))
         tp = self.shape.tp
         saved = float(tp * (self.full_prefill_s - with_cache).sum())
         row = {"prefill_gpu_s": float(tp * self.full_prefill_s.sum()), "prefill_gpu_s_saved": saved,
@@ -135,7 +136,7 @@ class ServiceModel:
         sized = _hybrid(full, prefill, full.isl)
         figures = fm.instance_figures(self.cost, self.machine, self.shape.tp, sized, self.layout,
                                       self.plan.figures.pool_bytes_per_gpu, self.engine.max_num_seqs,
-                                      self.engine.chunk_tokens)
+                                      self.engine.chunk_tokens, dp=self.steps.dp, steps=self.steps)
         served = _hybrid(full, prefill, uncached)
         rate, scv = self.workload.rate_per_s, self.workload.arrival_scv
         model = fm.FleetModel(figures, served, rate, scv, self.slos, self.max_utilization)

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, forward_pass,
-                                  mean_over_output, model_cost, prefill, speculative_tokens_per_step)
+from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_step, mean_over_output,  # noqa: F401
+                                  mixed_chunk_step, model_cost, prefill, speculative_tokens_per_step)
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans.sizing.efficiency import Efficiencies, check_efficiencies
@@ -211,41 +211,6 @@ def check_context(card: ModelCard, isl: list[int], osl: list[int], contexts: lis
     if contexts and max(contexts) > card.max_context and not allow_long_context:
         raise InputError(f"--context {max(contexts):,} exceeds {card.name}'s max_context ({card.max_context:,})",
                          "lower it, or pass --allow-long-context")
-
-
-def mixed_chunk_step(cost: ModelCost, machine: Machine, batch, context, prompt_tokens, chunk_tokens, *,
-                     tp=1, ep=1, overlap_comm=False, pass_fn=None, dp=1):
-    """Steps that fuse ``batch`` decode tokens at ``context`` with one C-token chunk of a new prompt.
-
-    Chunked prefill (Sarathi-Serve; vLLM ``--enable-chunked-prefill``) splits an arriving prompt
-    of S tokens into ⌈S/C⌉ chunks, each sharing a step with the running batch's decode tokens.
-    Returns (mean step time over the chunks, total time to prefill the prompt that way).
-
-    ``dp`` > 1: one attention data-parallel rank of an instance of ``dp`` ranks stepping in lock
-    step with the others equally loaded (``batch`` decoders and one such chunk on every rank, as
-    pd's prefill pools are timed): the pass carries ``dp`` × the rank's tokens, attention FLOPs and
-    LM-head rows with the MoE layers over ``ep = dp``; KV bytes are the rank's (``ep`` is then ``dp``).
-    """
-    b, ctx, s, c, tpa, epa = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in
-                                                   (batch, context, prompt_tokens, chunk_tokens, tp, ep)))
-    chunks = np.ceil(s / c)
-    width = int(chunks.max())
-    j = np.arange(width, dtype=np.float64)
-    start = c[..., None] * j
-    valid = start < s[..., None]
-    end = np.minimum(start + c[..., None], s[..., None])
-    start, end = np.where(valid, start, 0.0), np.where(valid, end, 0.0)
-    tp_b, ep_b, b_b, ctx_b = tpa[..., None], epa[..., None], b[..., None], ctx[..., None]
-    kv = (b_b * cost.kv_sequence_bytes(ctx_b, tp_b) + (end - start) * cost.kv_token_bytes(tp_b)
-          + cost.kv_sequence_bytes(start, tp_b) * (start > 0)) / (ep_b if dp == 1 else 1.0)
-    attention = dp * (b_b * cost.decode_attention_flops(ctx_b) + cost.prefill_attention_flops(start, end))
-    rows = dp * (b_b + (end >= s[..., None]))
-    step = (pass_fn or forward_pass)(cost, machine, tokens=dp * (b_b + end - start), kv_bytes=kv,
-                                     attention_flops=attention, lm_head_rows=rows, tp=tp_b,
-                                     ep=ep_b if dp == 1 else dp, overlap_comm=overlap_comm,
-                                     batch=dp * (b_b + 1), context=ctx_b, phase="decode").time_s
-    total = np.where(valid, step, 0.0).sum(axis=-1)
-    return total / chunks, total
 
 
 def latency(

@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 
 from kvplan.calc.operators import OP_LABELS, OP_NAMES, Shapes, model_shapes, op_times
-from kvplan.plans.sizing.perfmodel import make_pass, weights_per_gpu
+from kvplan.plans.sizing.perfmodel import load_tables, make_pass, weights_per_gpu  # noqa: F401 (load_tables re-exported)
 from kvplan.units import format_bytes, format_seconds
 
 
@@ -48,16 +48,6 @@ def band_line(row: dict) -> str:
         line += (f"; TTFT (prefill group): median |error| {row['ttft_error_band_median_abs']:.0%}, "
                  f"p90 {row['ttft_error_band_p90_abs']:.0%}")
     return line
-
-
-@lru_cache(maxsize=1)
-def load_tables():
-    """The shipped per-kernel tables (kvplan/data/perf), or None where none ship."""
-    try:
-        from kvplan.calc.perfdb import load_default
-    except ImportError:
-        return None
-    return load_default()
 
 
 def draft_pass(pass_fn, card, draft_cost):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -24,6 +25,16 @@ from kvplan.calc.efficiency import Flat
 from kvplan.calc.operators import OperatorEfficiencies, Parallel, Shapes, operator_pass, padded_batch
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
+
+
+@lru_cache(maxsize=1)
+def load_tables():
+    """The shipped per-kernel tables (kvplan/data/perf), parsed once per process; None where none ship."""
+    try:
+        from kvplan.calc.perfdb import load_default
+    except ImportError:
+        return None
+    return load_default()
 
 
 def _vllm_graph_sizes(max_num_seqs: int = 256) -> tuple[int, ...]:
@@ -126,16 +137,15 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
               clamped: set | None = None):
     """A ``pass_fn`` for :func:`kvplan.calc.roofline.decode_step` / ``prefill`` (their ``ep`` = dp here)."""
 
-    def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, **kw):
+    def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, overlap_comm=False, **kw):
         par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
-                            overlap_comm=par.overlap_comm, alltoall=par.alltoall)
+                            overlap_comm=par.overlap_comm or bool(overlap_comm), alltoall=par.alltoall)
         return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                              batch=batch, phase=phase, clamped=clamped,
-                             graph_sizes=graph_sizes if phase == "decode" else (), **kw)
+                             graph_sizes=graph_sizes if phase in ("decode", "mixed") else (), **kw)
 
     def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
-        kw.pop("overlap_comm", None)
         batch = tokens if batch is None else batch
         return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
 
@@ -187,6 +197,42 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
                      f"batch per rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
     clamped: set = set()
     return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
+
+
+def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, efficiencies, perf_model: str,
+               tp: int, dp: int = 1, expert_parallel: bool = False, redundant_experts: int = 0,
+               overlap_comm: bool = False):
+    """The :class:`kvplan.calc.steptime.StepTimes` of one deployment, resolved once.
+
+    ``perf_model`` ``"operators"`` (default): the per-operator pass of :func:`operator_model` at
+    the deployment's TP (the shipped per-kernel tables, parsed once per process; the card's η where
+    no table covers an operator or ``--eta-mem``/``--eta-flops`` is given), the engine's CUDA-graph
+    padding and host overhead, expert load imbalance λ = 1 (:data:`DEFAULT_IMBALANCE`).
+    ``"roofline"``: :func:`kvplan.calc.roofline.forward_pass`, one η pair for every operator.
+    """
+    from kvplan.calc.steptime import PERF_MODELS, StepTimes
+
+    if perf_model not in PERF_MODELS:
+        raise InputError(f"--perf-model must be operators or roofline (got {ascii(perf_model)})",
+                         "operators: per-operator efficiencies; roofline: one η pair for every operator")
+    if perf_model == "roofline":
+        return StepTimes(cost, machine, tp, dp, None, "roofline", overlap_comm,
+                         ("step times: the roofline (--perf-model roofline): every byte at η_mem "
+                          f"{machine.eta_mem:g}, every FLOP at η_flops {machine.eta_flops:g}",))
+    notes: list[str] = []
+    if cost.is_moe and expert_parallel:
+        notes.append(DEFAULT_IMBALANCE_NOTE)
+    par = Parallel(tp=tp, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
+                   imbalance=DEFAULT_IMBALANCE, overlap_comm=overlap_comm,
+                   alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
+    explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
+    pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
+                                              efficiencies.step_overhead_s is not None, par, notes, load_tables(),
+                                              tps=[tp])
+    head = ("step times: the per-operator model (--perf-model operators, the default; --perf-model roofline for "
+            "one η pair): ")
+    return StepTimes(cost, machine, tp, dp, pass_fn, "operators", overlap_comm,
+                     (head + "; ".join(dict.fromkeys(notes)),))
 
 
 def merge_by_tp(by_tp: dict) -> OperatorEfficiencies:
@@ -253,7 +299,7 @@ def max_batch(card: ModelCard, hw: HardwareCard, cost, engine: str, kv_dtype: st
     return per_rank * dp
 
 
-__all__ = ["operator_model", "weights_per_gpu", "max_batch", "ENGINE_PERF", "EnginePerf", "engine_perf", "padded_batch", "check_parallelism", "make_pass",
+__all__ = ["operator_model", "step_times", "weights_per_gpu", "max_batch", "ENGINE_PERF", "EnginePerf", "engine_perf", "padded_batch", "check_parallelism", "make_pass",
            "flat_efficiencies", "DEFAULT_IMBALANCE", "DEFAULT_IMBALANCE_NOTE"]
 
 

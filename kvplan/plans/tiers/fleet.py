@@ -64,7 +64,7 @@ class Fleet:
 
 def decode_fixed_point(cost: ModelCost, machine: Machine, arrivals_per_s: float, decode_steps: float,
                        context: float, prefill_load: float, *, tp: int, overlap_comm: bool = False,
-                       iterations: int = 100) -> tuple[float, float] | None:
+                       iterations: int = 100, pass_fn=None) -> tuple[float, float] | None:
     """(B, step_s) with ``B = x × step(B)``, ``x = arrivals × steps / (1 − ρ_p)``; None when no B solves it.
 
     Newton's method on ``g(B) = x step(B) − B`` from ``B = 0`` (g(0) > 0). The step is a sum of
@@ -77,7 +77,7 @@ def decode_fixed_point(cost: ModelCost, machine: Machine, arrivals_per_s: float,
 
     def step_at(batch):
         return decode_step(cost, machine, np.asarray(batch, dtype=np.float64), context, tp=tp,
-                           overlap_comm=overlap_comm).time_s
+                           overlap_comm=overlap_comm, pass_fn=pass_fn).time_s
 
     if x == 0:
         return 0.0, float(step_at(1.0))
@@ -99,8 +99,11 @@ def decode_fixed_point(cost: ModelCost, machine: Machine, arrivals_per_s: float,
 
 def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_node: int, rate_per_s: float,
                isl_samples: np.ndarray, osl_mean: float, nodes: int | None = None,
-               decode_batch: float | None = None, overlap_comm: bool = False) -> Fleet:
-    """Instances, prefill load and decode batch for ``nodes`` nodes (or the fewest stable ones)."""
+               decode_batch: float | None = None, overlap_comm: bool = False, pass_fn=None) -> Fleet:
+    """Instances, prefill load and decode batch for ``nodes`` nodes (or the fewest stable ones).
+
+    ``pass_fn``: the deployment's per-operator pass (``Deployment.steps.pass_fn``); None is the roofline.
+    """
     if accelerators_per_node % tp:
         raise InputError(f"--tp {tp} does not divide the system's {accelerators_per_node} accelerators",
                          "choose a tp that divides them (one or more instances per node)")
@@ -108,7 +111,8 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
         raise InputError(f"--nodes must be >= 1 (got {nodes})")
     if decode_batch is not None and not decode_batch > 0:
         raise InputError(f"--decode-batch must be > 0 (got {decode_batch:g})", "sequences decoding per instance")
-    mean_prefill = float(np.mean(recompute_s(cost, machine, isl_samples, tp=tp, overlap_comm=overlap_comm)))
+    mean_prefill = float(np.mean(recompute_s(cost, machine, isl_samples, tp=tp, overlap_comm=overlap_comm,
+                                             pass_fn=pass_fn)))
     context = float(np.mean(isl_samples)) + osl_mean / 2
     per_node = accelerators_per_node // tp
     candidates = [nodes] if nodes is not None else range(
@@ -118,10 +122,10 @@ def size_fleet(cost: ModelCost, machine: Machine, *, tp: int, accelerators_per_n
         load = rate_per_s * mean_prefill / instances
         if decode_batch is not None:
             point = None if load >= 1 else (decode_batch, float(decode_step(
-                cost, machine, decode_batch, context, tp=tp, overlap_comm=overlap_comm).time_s))
+                cost, machine, decode_batch, context, tp=tp, overlap_comm=overlap_comm, pass_fn=pass_fn).time_s))
         else:
             point = decode_fixed_point(cost, machine, rate_per_s / instances, osl_mean - 1, context, load, tp=tp,
-                                       overlap_comm=overlap_comm)
+                                       overlap_comm=overlap_comm, pass_fn=pass_fn)
         if point is not None:
             batch, step = point
             return Fleet(n, accelerators_per_node, tp, instances, rate_per_s, mean_prefill, load, batch, step,

@@ -22,14 +22,15 @@ FIELDS = ("xpyd", "prefill_instances", "decode_instances", "prefill_tp", "decode
 
 def pd_feedback(card, hardware, system, trace, fraction: float, *, ttft: str | None, tpot: str | None,
                 engine: str, kv_dtype: str, weights_dtype: str, gpu_memory_utilization: float | None,
-                efficiencies: Efficiencies, cards) -> tuple[dict, list[str], list[str]]:
+                efficiencies: Efficiencies, cards, perf_model: str = "operators") -> tuple[dict, list[str], list[str]]:
     """(summary fields ``pd_*``, notes, explain lines); empty fields and a note when PD cannot be planned."""
     try:
         from kvplan.plans.pd.plan import PDSettings, plan_pd
     except ImportError:  # the PD planner is not part of this build
         return {}, ["PD feedback skipped: kvplan.plans.pd.plan is not available"], []
     settings = PDSettings(engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-                          gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies)
+                          gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies,
+                          perf_model=perf_model)
     slos = {k: v for k, v in (("ttft", ttft), ("tpot", tpot)) if v is not None}
     runs = {}
     try:

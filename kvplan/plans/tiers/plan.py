@@ -113,13 +113,16 @@ def tier_plan(
     tiers_file: Path | None = None, overrides: CapacityOverrides = CapacityOverrides(),
     efficiencies: Efficiencies = Efficiencies(), overlap_comm: bool = False, seed: int = 0,
     pd: bool = True, ttft_slo: str | None = None, tpot_slo: str | None = None, cards: tuple[Path, ...] = (),
-    resolved: deployment.Deployment | None = None, instances: int | None = None,
+    resolved: deployment.Deployment | None = None, instances: int | None = None, perf_model: str = "operators",
 ) -> TierPlan:
     """Capacity, content, hit rate, break-even and savings of every tier for one deployment and workload.
 
     ``resolved``: an already resolved deployment (its engine settings, tp and system) in place of
     ``model``/``hardware``/``system``/``tp`` and the engine arguments; ``instances``: the fleet's
     instance count, fixed (a plan's fleet: the tiers are placed on it, a spill is priced as a what-if).
+    Prefill (recompute) and decode step times come from the deployment's step-time model
+    (``perf_model``: the per-operator model by default, ``"roofline"`` for one η pair; a ``resolved``
+    deployment brings its own).
     """
     if resolved is not None:
         if resolved.pp != 1:
@@ -127,32 +130,34 @@ def tier_plan(
                              "use pipeline_parallel_size 1")
         model, hardware, system, tp = resolved.model, resolved.hardware, resolved.system, resolved.tp
         engine = resolved.engine.engine
+        perf_model = resolved.engine.perf_model
     dep = load_deployment(model, hardware, system, tp, cards)
     card, hw, tp = dep.card, dep.hardware, dep.tp
     if resolved is None:
         resolved = deployment.resolve(card, hw, system=dep.system, parallel=Parallelism(tp=tp), engine=EngineSettings(
             engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-            gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies))
+            gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies, perf_model=perf_model))
     if instances is not None and (not isinstance(instances, int) or instances < 1):
         raise InputError(f"instances must be a whole number >= 1 (got {instances})")
     cost, machine = resolved.cost, resolved.machine
-    notes = [*resolved.notes, *resolved.machine_notes]
+    pass_fn = resolved.steps.pass_fn
+    notes = [*resolved.notes, *resolved.step_notes]
     bpt = float(cost.kv_token_bytes(tp))  # KV bytes per token on one GPU
     trace = reuse.trace
     isl, osl = trace.isl.astype(np.float64), trace.osl.astype(np.float64)
     budget = _hbm_budget(resolved)
 
     def recompute(n):
-        return tiering.recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm)
+        return tiering.recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm, pass_fn=pass_fn)
 
     def context_saved(n):
-        return tiering.context_recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm)
+        return tiering.context_recompute_s(cost, machine, n, tp=tp, overlap_comm=overlap_comm, pass_fn=pass_fn)
 
     hbm_nodes = None
     if decode_batch is not None:  # a what-if: B sequences held per instance, only ρ_p < 1 required
         fleet = size_fleet(cost, machine, tp=tp, accelerators_per_node=dep.accelerators_per_node,
                            rate_per_s=reuse.rate_per_s, isl_samples=isl, osl_mean=float(osl.mean()), nodes=nodes,
-                           decode_batch=decode_batch, overlap_comm=overlap_comm)
+                           decode_batch=decode_batch, overlap_comm=overlap_comm, pass_fn=pass_fn)
     else:
         def fits_hbm(f: Fleet) -> bool:
             """The hot path stays in HBM: the p99 of an instance's decode batch KV fits the engine's budget."""
@@ -198,9 +203,9 @@ def tier_plan(
 
     # savings: TTFT at the ISL percentiles, prefill GPU-seconds from every request's own hits
     isl_q = np.percentile(isl, [50, 99])
-    saved_q = _ttft_saved(cost, machine, all_tiers, cum_hit, isl_q, bpt, tp, overlap_comm)
+    saved_q = _ttft_saved(cost, machine, all_tiers, cum_hit, isl_q, bpt, tp, overlap_comm, pass_fn)
     cached, gpu_s_saved, prefill_gpu_s = _prefill_savings(cost, machine, reuse, cumulative_blocks, isl, tp,
-                                                          overlap_comm)
+                                                          overlap_comm, pass_fn)
 
     # per-tier figures
     p50_isl = float(isl_q[0])
@@ -229,7 +234,8 @@ def tier_plan(
         fields, pd_notes, pd_explain = pd_feedback(
             card, hw, dep.system, trace, summary["cached_prefix_fraction"], ttft=ttft_slo, tpot=tpot_slo,
             engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
-            gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies, cards=cards)
+            gpu_memory_utilization=gpu_memory_utilization, efficiencies=efficiencies, cards=cards,
+            perf_model=perf_model)
         summary.update(fields)
         notes += pd_notes
     rows.append(summary)
@@ -264,7 +270,7 @@ def _active_decode_kv(cost, fleet: Fleet, isl, osl, tp, seed) -> tuple[float, np
     return fleet.decode_batch * seq_mean, np.percentile(seq_bytes.sum(axis=1), [50, 99]), seq_mean
 
 
-def _prefill_savings(cost, machine, reuse: ReuseInput, cumulative_blocks, isl, tp, overlap_comm):
+def _prefill_savings(cost, machine, reuse: ReuseInput, cumulative_blocks, isl, tp, overlap_comm, pass_fn=None):
     """(cached tokens per boundary and request, GPU-s saved per s per tier, prefill GPU-s per s without cache).
 
     Request r's hits at boundary t are its prefix-hit blocks at LRU depth C_t (≤ ISL − 1 tokens); tier t
@@ -272,7 +278,8 @@ def _prefill_savings(cost, machine, reuse: ReuseInput, cumulative_blocks, isl, t
     """
     hits_blocks = request_hit_blocks(reuse, cumulative_blocks)
     cached = np.minimum(hits_blocks * reuse.block_tokens, np.maximum(isl - 1, 0))
-    suffix = np.stack([tiering.suffix_prefill_s(cost, machine, a, isl, tp=tp, overlap_comm=overlap_comm)
+    suffix = np.stack([tiering.suffix_prefill_s(cost, machine, a, isl, tp=tp, overlap_comm=overlap_comm,
+                                                pass_fn=pass_fn)
                        for a in np.vstack([np.zeros_like(isl), cached])])
     gpu_s_saved = reuse.rate_per_s * tp * (suffix[:-1] - suffix[1:]).mean(axis=1)
     return cached, gpu_s_saved, reuse.rate_per_s * tp * float(suffix[0].mean())
@@ -289,13 +296,13 @@ def _hbm_budget(dep) -> float:
     return budget
 
 
-def _ttft_saved(cost, machine, tiers, cum_hit, isl_q, bpt, tp, overlap_comm) -> np.ndarray:
+def _ttft_saved(cost, machine, tiers, cum_hit, isl_q, bpt, tp, overlap_comm, pass_fn=None) -> np.ndarray:
     """Shape (2, tiers): TTFT each tier's share of the prefix saves at the p50 and p99 ISL."""
     out = np.zeros((isl_q.size, len(tiers)))
     for q, s in enumerate(isl_q):
         cached = np.minimum(np.concatenate(([0.0], cum_hit)) * s, max(s - 1, 0))
         suffix = tiering.suffix_prefill_s(cost, machine, cached, np.full(cached.shape, s), tp=tp,
-                                          overlap_comm=overlap_comm)
+                                          overlap_comm=overlap_comm, pass_fn=pass_fn)
         for i, tier in enumerate(tiers):
             tokens = cached[i + 1] - cached[i]
             load = 0.0 if tier.kind == "hbm" else float(tiering.load_s(tokens, bpt, tier.read_bytes_per_s,

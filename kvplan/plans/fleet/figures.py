@@ -1,0 +1,120 @@
+"""One instance's figures for the fleet model (:mod:`kvplan.plans.fleet.model`), independent of the arrival rate.
+
+Step times on a batch grid from the deployment's step-time model (:class:`kvplan.calc.steptime.StepTimes`:
+the per-operator pass by default, the roofline with ``--perf-model roofline``) and the KV-capacity
+batch limits; the formulas are in :mod:`kvplan.plans.fleet.model`'s docstring:
+
+    t(b)      decode step of b sequences (per attention-DP rank: the instance's step at dp·b) at L̄
+    δ + γL̄    one more sequence at the decode context;  γ: one more token of context in the batch
+    S, X      a prompt's chunked prefill beside b decoders (``mixed_chunk``) and its extra over b decode steps
+    B_kv      the largest batch whose KV fits the pool at the 99th percentile: √B solves
+              μ_k B + z σ_k √B = pool (z = Φ⁻¹(0.99))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.calc.steptime import StepTimes
+
+Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
+
+
+@dataclass
+class InstanceFigures:
+    """What one instance of the shape can do, independent of the arrival rate."""
+
+    pool_bytes_per_gpu: float
+    seq_bytes_per_gpu: np.ndarray          # k(C) of every request of the sample
+    b_grid: np.ndarray
+    step_s: np.ndarray                     # t(b) at the decode context, on b_grid
+    extra_per_seq_s: np.ndarray            # δ + γ·L̄: one more sequence at the mean context, on b_grid
+    per_token_s: np.ndarray                # γ: one more token of context in the batch, on b_grid
+    prefill_s: np.ndarray                  # S at the equally likely ISL points with b decoders, (b_grid, points)
+    moments: np.ndarray                    # over the whole sample, per b: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X]
+    prefill_grid_s: np.ndarray             # S on the ISL grid (b_grid, isl_grid)
+    extra_grid_s: np.ndarray               # X on the ISL grid
+    prefill_alone_s: np.ndarray            # S at the ISL points with no decoders (b = 0)
+    batch_cap: int                         # min(B_kv, max_num_seqs, chunk budget)
+    batch_kv: int
+    batch_kv_mean: int
+    batch_kv_p99: int
+
+    def at(self, b: float):
+        """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
+        b = float(min(max(b, self.b_grid[0]), self.b_grid[-1]))
+        i = int(np.clip(np.searchsorted(self.b_grid, b) - 1, 0, len(self.b_grid) - 2))
+        lo, hi = self.b_grid[i], self.b_grid[i + 1]
+        w = (b - lo) / (hi - lo)
+
+        def mix(a):
+            return (1 - w) * a[i] + w * a[i + 1]
+        return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
+                mix(self.moments))
+
+
+def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu: float,
+                     max_num_seqs: int, chunk_tokens: int, dp: int = 1,
+                     steps: StepTimes | None = None) -> InstanceFigures:
+    """Step times on a batch grid and the KV-capacity batch limits (formulas in the module docstring);
+    with ``dp`` > 1 one attention-DP rank's (module docstring, "Attention data parallelism").
+    ``steps``: the deployment's step-time model (its ``dp`` is this ``dp``); None the roofline."""
+    steps = steps if steps is not None else StepTimes(cost, machine, tp, dp)
+    isl, osl = lengths.isl.astype(np.float64), lengths.osl.astype(np.float64)
+    seq_bytes = np.asarray(layout.sequence_bytes(isl + osl, per_gpu=True), dtype=np.float64)
+    mean_k, sd_k = float(seq_bytes.mean()), float(seq_bytes.std())
+    if pool_bytes_per_gpu > 0 and mean_k > 0:
+        root = (-Z99 * sd_k + math.sqrt((Z99 * sd_k) ** 2 + 4 * mean_k * pool_bytes_per_gpu)) / (2 * mean_k)
+        batch_kv = int(math.floor(root * root + 1e-9))
+    else:
+        batch_kv = 0
+    k_at = layout.sequence_bytes(np.array([lengths.context_mean, lengths.context_p99]), per_gpu=True)
+    batch_kv_mean = int(pool_bytes_per_gpu // float(k_at[0])) if pool_bytes_per_gpu > 0 else 0
+    batch_kv_p99 = int(pool_bytes_per_gpu // float(k_at[1])) if pool_bytes_per_gpu > 0 else 0
+    cap = max(min(batch_kv, max_num_seqs, chunk_tokens // 2), 0)
+    top = max(cap, 1)
+    small = np.arange(0, min(top, 32) + 1, dtype=np.float64)
+    b_grid = np.unique(np.concatenate([small, np.round(np.geomspace(1, top, 64)), [top, top + 1]]))
+    ctx = lengths.decode_context
+    dctx = max(64.0, ctx * 0.05)
+    probe = steps.decode_s(dp * np.concatenate([b_grid, b_grid + 1, b_grid]),
+                           np.concatenate([np.full(2 * b_grid.size, ctx), np.full(b_grid.size, ctx + dctx)]))
+    step, more, longer = probe[:b_grid.size], probe[b_grid.size:2 * b_grid.size], probe[2 * b_grid.size:]
+    more = more - step
+    per_token = (longer - step) / (dctx * np.maximum(b_grid, 1))
+    grid = lengths.isl_grid
+    chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
+    _, prefill = steps.mixed_chunk(b_grid[:, None], ctx, grid[None, :], chunk)
+    extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
+    moments = _sample_moments(lengths.grid_folds, prefill, extra)
+    points = prefill[:, lengths.points_index]
+    return InstanceFigures(
+        pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
+        extra_per_seq_s=more, per_token_s=per_token, prefill_s=points, moments=moments, prefill_grid_s=prefill,
+        extra_grid_s=extra,
+        prefill_alone_s=points[0],
+        batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
+    )
+
+
+
+def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """Per row: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X] over every request, S and X linear in ISL between
+    grid points (exact sums through the folded weights of :class:`LengthStats`)."""
+    lo_s, hi_s = prefill[:, :-1], prefill[:, 1:]
+    lo_x, hi_x = extra[:, :-1], extra[:, 1:]
+    if prefill.shape[1] == 1:  # one ISL: every request at the single grid point
+        lo_s = hi_s = prefill
+        lo_x = hi_x = extra
+
+    def first(lo, hi):
+        return lo @ folds["a"] + hi @ folds["b"]
+    def cross(lo1, hi1, lo2, hi2):  # noqa: E306
+        return (lo1 * lo2) @ folds["aa"] + (lo1 * hi2 + hi1 * lo2) @ folds["ab"] + (hi1 * hi2) @ folds["bb"]
+
+    s_n = lo_s @ folds["an"] + hi_s @ folds["bn"]
+    return np.stack([first(lo_s, hi_s), cross(lo_s, hi_s, lo_s, hi_s), s_n, first(lo_x, hi_x),
+                     cross(lo_x, hi_x, lo_x, hi_x), cross(lo_s, hi_s, lo_x, hi_x)], axis=1)
