@@ -78,6 +78,7 @@ def test_parquet_layout_required_plain_and_delta(tmp_path):
     group = meta.metadata.row_group(0)
     encodings = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
     assert "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"] and "DELTA_BINARY_PACKED" not in encodings["tp"]
+    assert "DELTA_BINARY_PACKED" not in encodings["batch"] and "DELTA_BINARY_PACKED" not in encodings["num_blocks"]
     stats = {group.column(i).path_in_schema: group.column(i).is_stats_set for i in range(group.num_columns)}
     assert stats["seq_len"] and stats["batch"] and not stats["decode_step_s"]
     table = pq.read_table(out)

@@ -170,23 +170,22 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
     return done
 
 
-# Parquet: LZ4 pages; dictionaries for the string columns; the integer columns that vary along
-# seq or batch delta-encoded (DELTA_BINARY_PACKED: a steady step packs to a few bits a row), the
-# integers constant over a combination and the floats plain (LZ4 packs a run of one value to
-# nothing); statistics on the integer coordinates (what readers filter on); the columns that are
-# never empty are required fields (no definition levels). Measured on the 4M-point grid of
-# benchmarks/bench_sweep.py: encoding ~0.45 s CPU (0.80 s with every column nullable, every
-# integer delta-encoded and statistics on every coordinate); LZ4 shrinks the file from ~400 MB to
-# 55 MB, which is what a disk-bound write pays for (zstd-1 costs ~0.5 s more for little less).
+# Parquet: LZ4 pages; dictionaries for the string columns; the byte totals (a new value every row)
+# and seq_len delta-encoded (DELTA_BINARY_PACKED: a steady step packs to a few bits a row); every
+# other column plain, where LZ4 packs the runs (a value repeated along batch, a batch cycle) about
+# as small at half the encoding time; statistics on the integer coordinates (what readers filter
+# on); the columns that are never empty are required fields (no definition levels). Measured on
+# the 4M-point grid of benchmarks/bench_sweep.py (CPU seconds of the encoder alone): 0.73 s with
+# every column nullable, every integer delta-encoded and statistics on every coordinate, 0.40 s
+# like this, for a file of ~56 MB (LZ4 instead of none: 400 MB; zstd-1 costs ~0.5 s more).
 PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
                    "write_statistics": ["seq_len", "batch", "tp", "pp"]}
+DELTA_COLUMNS = ("seq_len", "kv_bytes_total", "kv_bytes_total_per_gpu")
 
 
 def parquet_options(names: list[str]) -> dict:
-    from kvplan.plans.check.sweep_format import SCALAR_COLUMNS, column_kind
-
-    delta = [name for name in names if column_kind(name) == "int" and name not in SCALAR_COLUMNS]
-    return {**PARQUET_OPTIONS, "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED")}
+    return {**PARQUET_OPTIONS, "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS
+                                                   if name in names}}
 
 
 def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
