@@ -80,7 +80,8 @@ def test_parquet_layout_required_plain_and_delta(tmp_path):
     assert "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"] and "DELTA_BINARY_PACKED" not in encodings["tp"]
     assert "DELTA_BINARY_PACKED" not in encodings["batch"] and "DELTA_BINARY_PACKED" not in encodings["num_blocks"]
     stats = {group.column(i).path_in_schema: group.column(i).is_stats_set for i in range(group.num_columns)}
-    assert stats["seq_len"] and stats["batch"] and not stats["decode_step_s"]
+    assert stats["seq_len"] and stats["batch"] and stats["model"] and stats["fits"] and not stats["decode_step_s"]
+    assert group.column(0).statistics.min == group.column(0).statistics.max == "llama-3.1-8b"  # one combination
     table = pq.read_table(out)
     assert table.schema.remove_metadata().equals(arrow_schema(table.column_names))
     frame = table.to_pandas()

@@ -173,13 +173,15 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
 # Parquet: LZ4 pages; dictionaries for the string columns; the byte totals (a new value every row)
 # and seq_len delta-encoded (DELTA_BINARY_PACKED: a steady step packs to a few bits a row); every
 # other column plain, where LZ4 packs the runs (a value repeated along batch, a batch cycle) about
-# as small at half the encoding time; statistics on the integer coordinates (what readers filter
-# on); the columns that are never empty are required fields (no definition levels). Measured on
-# the 4M-point grid of benchmarks/bench_sweep.py (CPU seconds of the encoder alone): 0.73 s with
-# every column nullable, every integer delta-encoded and statistics on every coordinate, 0.40 s
-# like this, for a file of ~56 MB (LZ4 instead of none: 400 MB; zstd-1 costs ~0.5 s more).
+# as small at half the encoding time; statistics on the coordinates and fits (what readers filter
+# on: a row group is one combination, so min = max names it); the columns that are never empty are
+# required fields (no definition levels). Measured on the 4M-point grid of
+# benchmarks/bench_sweep.py (CPU seconds of the encoder alone): 0.73 s with every column nullable
+# and every integer delta-encoded, 0.52 s like this (0.42 s without the statistics, which cost
+# ~0.09 s on the string columns), for a file of ~56 MB (LZ4 instead of none: 400 MB; zstd-1 costs
+# ~0.5 s more).
 PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
-                   "write_statistics": ["seq_len", "batch", "tp", "pp"]}
+                   "write_statistics": COORDINATES + ["fits"]}
 DELTA_COLUMNS = ("seq_len", "kv_bytes_total", "kv_bytes_total_per_gpu")
 
 
