@@ -74,4 +74,6 @@ def replay(r: dict, dep=None, steps=None) -> dict:
 
 
 def group(r: dict) -> str:
-    return "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
+    """dense; MoE per GPU; bursts (all requests sent at once, C = N) apart."""
+    name = "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
+    return name + (" burst" if r.get("burst") else "")

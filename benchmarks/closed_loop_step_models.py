@@ -41,7 +41,8 @@ def main() -> None:
             for metric, measured, predicted in (
                     ("output tok/s", r["output_tokens_per_s"], out["output_tokens_per_s"]),
                     ("TTFT p50", r["ttft_median_ms"], (out["ttft_p50_s"] or 0) * 1e3),
-                    ("ITL p50", r["itl_median_ms"] or r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3)):
+                    ("ITL p50", r["itl_median_ms"] or r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3),
+                    ("TPOT p50", r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3)):
                 if measured and predicted:
                     err = (predicted - float(measured)) / float(measured)
                     by_engine = f"{group(r)} {r['engine'].split(' ')[0]}" if r["architecture"] != "dense" else None

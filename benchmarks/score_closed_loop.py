@@ -29,10 +29,10 @@ def _f(text):
 
 def main() -> None:
     rows = load_rows()
-    errors: dict[str, list[float]] = {"output_tokens_per_s": [], "ttft_p50": [], "itl": []}
+    errors: dict[str, list[float]] = {"output_tokens_per_s": [], "ttft_p50": [], "itl": [], "tpot_p50": []}
     print("| source row | engine | model / hw / tp | ISL/OSL | C | scheduler | out tok/s measured / predicted (err) | "
-          "TTFT p50 ms m / p (err) | ITL or TPOT p50 ms m / p (err) |")
-    print("|---|---|---|---|---:|---|---|---|---|")
+          "TTFT p50 ms m / p (err) | ITL or TPOT p50 ms m / p (err) | TPOT p50 ms m / p (err) |")
+    print("|---|---|---|---|---:|---|---|---|---|---|")
     groups = {}
     for r in rows:
         dp = int(r["attention_dp"] or 1)
@@ -48,6 +48,7 @@ def main() -> None:
             ("output_tokens_per_s", _f(r["output_tokens_per_s"]), out["output_tokens_per_s"]),
             ("ttft_p50", _f(r["ttft_median_ms"]), out["ttft_p50_s"] * 1e3 if out["ttft_p50_s"] else None),
             ("itl", _f(r["itl_median_ms"]) or _f(r["tpot_median_ms"]), out["tpot_p50_s"] * 1e3 if out["tpot_p50_s"] else None),
+            ("tpot_p50", _f(r["tpot_median_ms"]), out["tpot_p50_s"] * 1e3 if out["tpot_p50_s"] else None),
         ):
             if measured and predicted:
                 err = (predicted - measured) / measured

@@ -155,11 +155,29 @@ def test_closed_loop_rows_obey_littles_law():
     """Closed loop: throughput = concurrency x OSL / (TTFT + (OSL - 1) x TPOT) for every published run (means where
     published, else medians; ±15% length spread in the vLLM rows). A mistyped digit breaks it."""
     for i, r in enumerate(_rows("closed_loop.csv"), start=2):
+        if r["burst"]:
+            continue  # no request is replaced: the next test checks those
         ttft_s = float(r["ttft_mean_ms"] or r["ttft_median_ms"]) / 1e3
         step_s = float(r["tpot_mean_ms"] or r["itl_mean_ms"] or r["itl_median_ms"]) / 1e3
         osl, c = int(r["osl"]), int(r["concurrency"])
         little = c * osl / (ttft_s + (osl - 1) * step_s)
         assert 0.95 <= little / float(r["output_tokens_per_s"]) <= 1.25, f"closed_loop.csv line {i}"
+
+
+def test_closed_loop_burst_rows_add_up():
+    """Bursts (all N requests sent at once, C = N): output tokens/s over requests/s is the mean output length (the
+    printed totals / N, OSL or a little under it where a request stopped early), and no request can finish before
+    its own prefill and OSL − 1 decode steps: duration = N / request rate >= median TTFT + (OSL − 1) × median TPOT."""
+    bursts = [r for r in _rows("closed_loop.csv") if r["burst"]]
+    assert len(bursts) >= 8
+    for r in bursts:
+        assert r["burst"] == "yes" and r["concurrency"] == r["num_requests"]
+        # requests/s is printed to two decimals (0.48 for 100 requests in 206.90 s): 2% slack
+        mean_osl = float(r["output_tokens_per_s"]) / float(r["request_throughput_per_s"])
+        assert 0.97 * int(r["osl"]) <= mean_osl <= 1.02 * int(r["osl"]), r["source_locator"]
+        duration_s = int(r["num_requests"]) / float(r["request_throughput_per_s"])
+        floor_s = (float(r["ttft_median_ms"]) + (int(r["osl"]) - 1) * float(r["tpot_median_ms"])) / 1e3
+        assert 1.02 * duration_s >= floor_s, r["source_locator"]
 
 
 def test_closed_loop_worked_rows():
