@@ -134,10 +134,10 @@ def measured_in_domain(card_name: str) -> dict:
     ``latency = α + bytes / BW`` by least squares on relative error (each row weighted by 1 / latency),
     bytes = copies leaving the rank (EP8, one node) × FP8-dispatch / BF16-combine bytes per copy.
     """
-    from kvplan.calc.perfdb import load_default, measured_link
+    from kvplan.calc.perfdb import load_default
 
     tables = load_default()
-    gpu = tables.gpu_name(card_name) if tables is not None and measured_link(card_name) else None
+    gpu = tables.gpu_name(card_name) if tables is not None else None
     t = tables.table("moe_a2a", gpu) if gpu else None
     if t is None:
         return {}

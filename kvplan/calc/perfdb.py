@@ -72,20 +72,7 @@ STAND_INS = {
     "gb200": ("b200", "GB200's GPU is the B200's Blackwell die with the same 8 TB/s HBM3e (GB200 NVL72 "
                       "datasheet: 576 TB/s for 72 GPUs); it runs at a higher power limit (1,200 W vs 1,000 W), "
                       "so its compute-bound kernels may beat the B200 measurements"),
-    "h800-sxm": ("h100-sxm", "H800 SXM is the H100 SXM's die with the same 989 TFLOPS BF16 and 3.35 TB/s HBM3; "
-                             "only its NVLink is capped at 400 GB/s (aiconfigurator h800_sxm.yaml and PR #968, "
-                             "which reuse H100's kernel data for H800 the same way); its collectives and "
-                             "all-to-alls are not H100's: they run on the card's NVLink figure"),
 }
-# Stand-ins whose scale-up link differs from the measured GPU's: kernels come from the stand-in's tables,
-# collectives and the EP all-to-all from the card's link (aiconfigurator PR #968 dropped H100's
-# collective tables for H800 for this reason).
-COMPUTE_ONLY_STAND_INS = frozenset({"h800-sxm"})
-
-
-def measured_link(card_name: str) -> bool:
-    """Whether the card's in-node collectives may be read from the tables (False for a compute-only stand-in)."""
-    return card_name not in COMPUTE_ONLY_STAND_INS
 
 
 @dataclass
@@ -309,4 +296,4 @@ def load_default() -> PerfTables | None:
 
 
 __all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "decode_attention_grid", "prefill_attention_curve",
-           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat", "STAND_INS", "COMPUTE_ONLY_STAND_INS", "measured_link"]
+           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat", "STAND_INS"]

@@ -110,33 +110,13 @@ def test_measured_gemm_latency_is_reproduced_at_its_shape():
         assert_allclose(np.maximum(step.op_memory_s[0], step.op_compute_s[0]), float(r["latency_s"]), rtol=1e-9)
 
 
-def test_gb200_and_h800_take_a_measured_dies_tables_and_no_other_card_does():
-    from kvplan.calc.perfdb import STAND_INS, load_default, measured_link
+def test_gb200_takes_b200s_tables_and_no_other_card_does():
+    from kvplan.calc.perfdb import STAND_INS, load_default
 
     tables = load_default()
     assert tables.gpu_name("gb200") == tables.gpu_name("b200") == "b200_sxm"
-    assert tables.gpu_name("h800-sxm") == tables.gpu_name("h100-sxm") == "h100_sxm"
-    assert set(STAND_INS) == {"gb200", "h800-sxm"}
+    assert set(STAND_INS) == {"gb200"}
     assert tables.gpu_name("mi300x") is None and tables.gpu_name("l40s") is None
-    # H800's NVLink is capped at 400 GB/s (H100: 900): its collectives are not H100's measured ones
-    assert not measured_link("h800-sxm") and measured_link("h100-sxm") and measured_link("gb200")
-
-
-def test_h800_runs_h100_kernels_but_its_own_nvlink():
-    """H800 and H100 SXM share every kernel table, so a one-GPU step is the same to the bit; at TP8 the
-    all-reduces of H800 run on its 200 GB/s-per-direction NVLink (α + bytes / (BW × η)), not on H100's
-    measured curves, so its step is slower; and the DeepEP in-node fit is H100's only."""
-    from kvplan.calc.alltoall import measured_in_domain
-    from kvplan.plans.build import latency_from_names
-
-    def row(hw, model, tp):
-        return latency_from_names(model, hw, isl=2048, osl=256, batch=8, tp=tp).rows[0]
-
-    one = [row(hw, "llama-3.1-8b", 1) for hw in ("h100-sxm", "h800-sxm")]
-    assert one[0]["tpot_s"] == one[1]["tpot_s"] and one[0]["ttft_s"] == pytest.approx(one[1]["ttft_s"], rel=1e-12)
-    h100, h800 = (row(hw, "llama-3.1-70b", 8) for hw in ("h100-sxm", "h800-sxm"))
-    assert h800["tpot_s"] > h100["tpot_s"] and h800["ttft_s"] > h100["ttft_s"]
-    assert measured_in_domain("h100-sxm") and measured_in_domain("h800-sxm") == {}
 
 
 def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():

@@ -375,7 +375,7 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
         tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
     effs["attention_prefill"] = pick("prefill attention", perfdb.prefill_attention_curve(
         tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
-    collectives = perfdb.collective_curves(tables, gpu, engine) if perfdb.measured_link(hw.name) else {}
+    collectives = perfdb.collective_curves(tables, gpu, engine)
     if used:
         notes.append(f"per-kernel tables (NVIDIA aiconfigurator, kvplan/data/perf) for {hw.name}, tp {tp}: "
                      + "; ".join(used))
