@@ -312,8 +312,14 @@ def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: s
 
 def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, mla: bool, heads: float,
                             kv_heads: float, head_dim: float, bw: float, peak: float) -> Curve | None:
+    """η of prefill attention versus prompt tokens; ``dtype`` is the KV cache's (``bf16`` or ``fp8``).
+
+    Rows are selected by their ``kv_dtype``: GQA rows have equal attention and KV dtypes, while every MLA
+    prefill row computes in BF16 (``dtype`` bf16) over a bf16 or fp8 cache, so an FP8-KV MLA prefill is
+    the ``kv_dtype`` fp8 rows (the attention's own dtype is not fp8 in any of them).
+    """
     name = "mla_prefill" if mla else "attention_prefill"
-    backend, rows = tables.backend(name, gpu, engine, dtype=dtype)
+    backend, rows = tables.backend(name, gpu, engine, kv_dtype=dtype)
     if rows is None:
         return None
     rows = {k: v[rows["batch"] == 1] for k, v in rows.items()} if (rows["batch"] == 1).any() else rows
@@ -325,7 +331,8 @@ def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: st
         per_key = 4 * rows["num_heads"] * rows["head_dim"]
     s = rows["isl_tokens"]
     sol = rows["batch"] * per_key * s * (s + 1) / 2 / peak
-    return _curve(s, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} prefill attention {dtype}")
+    return _curve(s, sol, rows["latency_s"],
+                  f"{backend} {rows['backend_version'][0]} prefill attention {rows['dtype'][0]}, KV {dtype}")
 
 
 def collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:

@@ -246,3 +246,17 @@ def test_wide_ep_decode_experts_within_deepgemms_band_of_their_floor(dp):
     sol = 58 * max(local * (1 - (1 - 8 / 256) ** (92 * dp)) * EXPERT_PARAMS / H100_BW,
                    2 * EXPERT_PARAMS * pairs / H100_FP8)
     assert sol / 0.67 < t < sol / 0.49
+
+
+def test_mla_prefill_with_an_fp8_cache_reads_the_bf16_attention_rows_over_fp8_kv():
+    """Every MLA prefill row computes in BF16 (dtype bf16) over a bf16 or fp8 cache: an FP8-KV prefill is
+    the kv_dtype fp8 rows (there are no dtype fp8 MLA prefill rows, where the reader used to fall back to
+    the card's flat η). H100 vLLM (FlashMLA), 128 heads, batch 1, 4,096 tokens:
+    η = 2 × 128 × (192 + 128) × 4096 × 4097 / 2 / peak / t."""
+    tables = perfdb.load_default()
+    assert not rows("mla_prefill", dtype="fp8")
+    r = rows("mla_prefill", gpu="h100_sxm", backend="vllm", kv_dtype="fp8", num_heads=128, batch=1, isl_tokens=4096)[0]
+    assert r["dtype"] == "bf16"
+    curve = perfdb.prefill_attention_curve(tables, "h100_sxm", "vllm", "fp8", True, 128, 128, 192, H100_BW, H100_FP8)
+    assert_allclose(curve(4096), 2 * 128 * 320 * 4096 * 4097 / 2 / H100_FP8 / float(r["latency_s"]), rtol=1e-12)
+    assert "prefill attention bf16, KV fp8" in curve.source
