@@ -4,14 +4,16 @@ Run: python benchmarks/score_closed_loop.py [--markdown]
 
 Every row of the scoring set (none of them tunes a default) is replayed as the benchmark ran it:
 the row's model card, hardware card, TP, weights and KV dtypes, engine, ISL/OSL (fixed lengths:
-the random datasets' range ratio 1; the vLLM blog's ±15% taken at its centres), concurrency and
-request count, one instance, with the row's parallel layout: SGLang's ``--enable-dp-attention`` rows
+the random datasets' range ratio 1, or 0 in ``vllm bench serve``; the vLLM blog's ±15% taken at its
+centres), concurrency and request count (a burst: C = N), one instance, the scheduler, token budget
+and sequence cap its source documents (``benchmarks/closed_loop_rows.py``), with the row's parallel layout: SGLang's ``--enable-dp-attention`` rows
 (``attention_dp`` 8) as attention DP over the 8 GPUs with the experts split over them (``-tp 1 -dp 8
 --enable-expert-parallel``; SGLang 0.4.3 keeps the MoE layers tensor parallel, which kvplan does not
 plan, so the experts are split as EP — the same bytes per GPU); TensorRT-LLM's ``--ep_size 4`` inside
 TP 8 as TP 8. Printed per row: the measured and predicted output tokens/s, median
 TTFT and median ITL/TPOT where the source prints them, and the signed error; then median |error|,
-median signed error (bias) and p90 |error| per metric, over all rows and per group (dense; MoE on each GPU).
+median signed error (bias) and p90 |error| per metric, over all rows and per group (dense; MoE on each
+GPU; bursts apart), with the default step model (``Deployment.steps``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """The placement table of docs/examples/supernodes-wide-ep.md: DeepSeek-V3 and Kimi-K2 PD on 8-GPU nodes,
 GB200 NVL72 and CloudMatrix-384, each pool shape planned in one domain, in partitions and across domains.
 
-Run: python benchmarks/supernodes_table.py   (prints the markdown rows; nothing is asserted)
+Run: python benchmarks/supernodes_table.py [--perf-model operators]   (prints the markdown rows; nothing is
+asserted). The page's table is the one-η roofline's (``--perf-model roofline``, the default here: the page was
+written on it); ``--perf-model operators`` prints the planners' default per-operator figures.
 Workload: 200 req/s, ISL 4,383, OSL 1,211, 56.3% cached prefix (DeepSeek day-6 means), TTFT p99 ≤ 4 s,
 TPOT p50 ≤ 50 ms, routed experts EP = DP (TP 1) in both pools. fp8 weights and KV where the card has an
 fp8 peak; CloudMatrix-384 (ascend-910c, no fp8 peak) in bf16.
 """
 
 from __future__ import annotations
+
+import sys
 
 from kvplan.errors import KvplanError
 from kvplan.plans import deployment
@@ -20,14 +24,15 @@ WORKLOAD = dict(qps=200, isl=4383, osl=1211, cached_prefix_fraction=0.563, tpot=
                 sensitivity=False, placements=True, expert_parallel=True, prefill_tp=[1], decode_tp=[1])
 
 
-def rows():
+def rows(perf_model: str = "roofline"):
     for model in ("deepseek-v3", "kimi-k2"):
         for system, hw, dtype in SYSTEMS:
             for dp_p, dp_d in SHAPES:
                 label = f"| {model} | {system} | DP{dp_p}/DP{dp_d} |"
                 try:
                     result = plan_pd(model, hw, system=system, prefill_dp=[dp_p], decode_dp=[dp_d],
-                                     settings=deployment.EngineSettings(kv_dtype=dtype, weights_dtype=dtype),
+                                     settings=deployment.EngineSettings(kv_dtype=dtype, weights_dtype=dtype,
+                                                                        perf_model=perf_model),
                                      **WORKLOAD)
                 except KvplanError as exc:
                     yield f"{label} — | not planned: {exc.message} |"
@@ -46,5 +51,6 @@ if __name__ == "__main__":
     print("| model | system | DP prefill/decode | placement | xPyD | GPUs | KV path | TTFT p99 | TPOT p50 | fits "
           "| prefill ρ |")
     print("|---|---|---|---|---|---:|---|---:|---:|---|---:|")
-    for line in rows():
+    model = sys.argv[sys.argv.index("--perf-model") + 1] if "--perf-model" in sys.argv else "roofline"
+    for line in rows(model):
         print(line, flush=True)
