@@ -213,11 +213,11 @@ def render(results) -> tuple[str, dict]:
               "- *A wide-EP decode instance* (LMSYS, DeepSeek-V3 on 9×8 H100, SGLang with DeepEP low-latency, "
               "two-batch overlap and EPLB, 256 sequences per GPU at KV length 2,000; scored as a decode-only "
               "`--dp 72 --enable-expert-parallel --ep-redundant-experts 32 --system hgx-h100-8` step, "
-              "`--dp-imbalance 1`): kvplan gives 10,398 tok/s per node against 22,282, −53 %. The routed experts "
-              "are 85 % of its kernel time: the MoE table's power-law rows (no EPLB) at EP32, the largest EP "
-              "measured, time the hottest rank at 3 % of speed of light at 16k tokens entering the layer, and "
-              "an EPLB deployment is nearer balanced. No published EPLB residual imbalance was found to read "
-              "the table's balanced rows by, so the row stays at the default and is counted.",
+              "`--dp-imbalance 1`): kvplan gives 33,450 tok/s per node against 22,282, +50 %. With the wide-EP "
+              "experts on DeepGEMM's H800 grouped-GEMM figures (`kvplan/calc/perfdb.py deepgemm_curve`) the step is "
+              "communication-bound: dispatch + combine 60.7 ms against 40.1 ms of kernels, and two-batch overlap is "
+              "priced as max(kernels, comm), the upper bound on its benefit; summed without overlap the step is "
+              "101 ms, −9 %. How much of the all-to-all SGLang's overlap hides is not published for this run.",
               "- *Dense at max throughput* is 8 % pessimistic in the median on the fitting set: TensorRT-LLM's "
               "per-tensor FP8 GEMM rows in the kernel database reach 16–21 % of HBM bandwidth at decode sizes "
               "(kvplan/data/perf/README.md), below what the end-to-end tables imply. A BF16 KV cache halves the batch "
@@ -235,7 +235,7 @@ def render(results) -> tuple[str, dict]:
               "attention_dp_imbalance`; `--dp-imbalance` overrides, 1 = balanced). Other DP sizes are unpublished: "
               "the figure is read as one busy rank, λ_dp(N) = (1 + w) / (1 + w / N) (λ_dp(2) = 1.060, λ_dp(4) = "
               "1.093), which moved DEP8 on H200 from +41 % to +29 % in the median and the fitting MoE group from "
-              "12 % / +2 % / p90 41 % to 11 % / −3 % / 36 %. The rest of the DEP8 gap is not explained here: "
+              "12 % / +2 % / p90 41 % to 11 % / −3 % / 36 % (before the wide-EP DeepGEMM reading). The rest of the DEP8 gap is not explained here: "
               "kvplan's static batch prefills every prompt in parallel where in-flight batching on Hopper runs each "
               "MLA context whole (no chunked MLA context there, per the best-practice blog), and the in-node "
               "dispatch/combine is priced by formula, not by a TensorRT-LLM measurement at these message sizes.",
