@@ -221,7 +221,8 @@ def alltoall_hierarchical_s(message_bytes, ranks, machine: Machine):
 def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: OperatorEfficiencies,
                   par: Parallel, tokens, kv_bytes, attention_flops, lm_head_rows, batch, context,
                   phase: str = "decode", clamped: set | None = None, graph_sizes: tuple[int, ...] = (),
-                  chunk_kv_bytes=0.0, chunk_attention_flops=0.0, chunk_context=None, **_ignored) -> PassCost:
+                  chunk_kv_bytes=0.0, chunk_attention_flops=0.0, chunk_context=None, times_only: bool = False,
+                  **_ignored) -> PassCost | PassTimes:
     """One forward pass of ``tokens`` new tokens (instance total) on one GPU of a tp × dp instance.
 
     ``kv_bytes`` is per GPU (the rank's B/dp sequences); ``attention_flops`` and ``lm_head_rows``
@@ -235,6 +236,8 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     pass, ``chunk_kv_bytes`` / ``chunk_attention_flops`` (parts of the totals) are the prompt
     chunk's, run at the prefill attention efficiency of a ``chunk_context``-token prompt; the
     attention operator is one kernel: max(Σ bytes/(BW η), Σ FLOPs/(peak η)).
+    ``times_only``: return only the step time and its floor (:class:`PassTimes`, the same
+    values), without the per-operator terms at full size (what a grid of points needs).
     """
     tp = np.asarray(par.tp, dtype=np.float64)
     dp = np.asarray(par.dp, dtype=np.float64)
@@ -320,9 +323,16 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         if clamped is not None and not isinstance(eff, Flat) and np.any(_outside(eff, size)):
             clamped.add(name)
     shape = np.broadcast_shapes(*(np.shape(x) for x in mem_list + comp_list), tp.shape, dp.shape)
-    op_memory = np.stack([np.broadcast_to(x, shape) for x in mem_list])
-    op_compute = np.stack([np.broadcast_to(x, shape) for x in comp_list])
-    kernels = np.maximum(op_memory, op_compute).sum(axis=0)
+    if times_only:  # Σ_op max(memory, compute) in the operators' order, as the stacked sum adds them
+        kernels = None
+        for m_s, c_s in zip(mem_list, comp_list):
+            t = np.maximum(m_s, c_s)
+            kernels = t if kernels is None else kernels + t
+        kernels = np.broadcast_to(kernels, shape)
+    else:
+        op_memory = np.stack([np.broadcast_to(x, shape) for x in mem_list])
+        op_compute = np.stack([np.broadcast_to(x, shape) for x in comp_list])
+        kernels = np.maximum(op_memory, op_compute).sum(axis=0)
 
     up_bw, up_lat = machine.link(tp)
     message = n_a * cost.hidden_size * ACTIVATION_BYTES
@@ -351,6 +361,9 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     total_bytes = weight_bytes + kv
     floor_s = np.maximum(total_bytes / bw, (total_flops - attn_flops) / peak + attn_flops / attn_peak)
     shape = np.broadcast_shapes(shape, np.shape(time_s))
+    if times_only:
+        return PassTimes(np.broadcast_to(np.asarray(time_s, dtype=np.float64), shape),
+                         np.broadcast_to(np.asarray(floor_s, dtype=np.float64), shape))
 
     def full(x):
         return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
@@ -360,6 +373,14 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
                     full(time_s), full(floor_s), full(touched), np.ones(shape))
 
 
+@dataclass(frozen=True)
+class PassTimes:
+    """A pass's step time and its floor only (``operator_pass(..., times_only=True)``), read-only arrays."""
+
+    time_s: np.ndarray
+    floor_s: np.ndarray
+
+
 def op_times(passcost: PassCost) -> dict[str, np.ndarray]:
     """Each operator's time (the max of its two terms) by name."""
     t = np.maximum(passcost.op_memory_s, passcost.op_compute_s)
@@ -367,4 +388,5 @@ def op_times(passcost: PassCost) -> dict[str, np.ndarray]:
 
 
 __all__ = ["OP_NAMES", "OP_LABELS", "Parallel", "Shapes", "model_shapes", "OperatorEfficiencies", "operator_pass",
+           "PassTimes",
            "alltoall_hierarchical_s", "op_times", "padded_batch", "ByTP", "Curve", "Flat", "Grid"]

@@ -135,6 +135,14 @@ def _nearest_rows(rows: dict, keys: tuple[str, ...], target: tuple[float, ...]) 
 
 def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
                peak: float) -> Curve | None:
+    key = ("gemm_curve", gpu, engine, dtype, n, k, bw, peak)  # curves are frozen: one per shape and GPU
+    if key not in tables._cache:
+        tables._cache[key] = _gemm_curve(tables, gpu, engine, dtype, n, k, bw, peak)
+    return tables._cache[key]
+
+
+def _gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
+                peak: float) -> Curve | None:
     backend, rows = tables.backend("gemm", gpu, engine, dtype=dtype)
     if rows is None:
         return None
@@ -264,6 +272,13 @@ def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: st
 
 def collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
     """(op, ranks) → LatencyCurve: the engine's custom all-reduce where measured, NCCL otherwise."""
+    key = ("collective_curves", gpu, engine)  # the curves are frozen; each caller gets its own dict
+    if key not in tables._cache:
+        tables._cache[key] = _collective_curves(tables, gpu, engine)
+    return dict(tables._cache[key])
+
+
+def _collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
     t = tables.table("comm", gpu)
     if t is None:
         return {}

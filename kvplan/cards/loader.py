@@ -150,7 +150,38 @@ def _load(kind: str, name_or_path: str, extra: tuple[Path, ...]):
         if not _is_file(path):
             raise InputError(f"no card file at '{name_or_path}'", "check the path")
         return parse_card(path, schema)
-    return parse_card(find_card(kind, name_or_path, extra), schema)
+    found = find_card(kind, name_or_path, extra)
+    if kind == "model" and found.parent == shipped_dir("model"):
+        card = _shipped_model(found)
+        if card is not None:
+            return card
+    return parse_card(found, schema)
+
+
+def _shipped_model(path: Path) -> ModelCard | None:
+    """A model card shipped with kvplan, built from its YAML without running the validators again.
+
+    The shipped cards are part of the code: the test suite validates every one of them and checks
+    that this gives the very card validation gives (tests/unit/test_shipped_cards_fast.py). It
+    saves the first card's validator build (about a twentieth of ``kvplan size``). Anything but the
+    plain shape of a card (a mapping, a list of layer-group mappings, a MoE mapping) is left to
+    the validators (None). User cards (``--cards``, ``KVPLAN_CARDS_PATH``, files) are always validated.
+    """
+    from kvplan.cards.schema import LayerGroup, MoE
+
+    try:
+        data = read_yaml(path, "card")
+    except InputError:
+        return None
+    groups, moe = (data.get("layer_groups"), data.get("moe")) if isinstance(data, dict) else (None, None)
+    if (not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups)
+            or not (moe is None or isinstance(moe, dict)) or not isinstance(data.get("source"), (str, list))):
+        return None
+    fields = {**data, "layer_groups": [LayerGroup.model_construct(**g) for g in groups],
+              "source": [data["source"]] if isinstance(data["source"], str) else data["source"]}
+    if moe is not None:
+        fields["moe"] = MoE.model_construct(**moe)
+    return ModelCard.model_construct(**fields)
 
 
 def _is_dir(path: Path) -> bool:

@@ -6,8 +6,8 @@ example ``hbm_bandwidth_bytes_per_s`` or ``layer_groups.0.window``) to the docum
 taken from and, for a derived figure, how it was derived.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: pydantic would evaluate every field's annotation
+# string when the classes are made, about a fifth of this module's import (kvplan size loads it).
 import re
 from typing import Literal
 

@@ -48,6 +48,7 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
         doc.tables.append(_table("tiers.csv", "KV tiers on the fleet (kvplan tier)", S.TIER_COLUMNS, tiers.tiers))
         if fleet is not None:
             doc.summary.append(f"- KV tiers: {tiers.result.verdict}")
+        doc.charts.append(tier_chart(tiers.chart))
         assumptions += tiers.result.assumptions
     if options.concurrency:
         closed = closed_loop_section(context, options.concurrency)
@@ -65,6 +66,21 @@ def add(doc, context, produced: dict, options: ReportOptions) -> tuple[list[str]
         answers = fleet_checklist(context, tiers) if fleet is not None else None
         doc.sections.append(S.Section("Engineering checklist (seed §10)", S.checklist_lines(answers, pd)))
     return assumptions, explain
+
+
+def tier_chart(plan) -> S.Chart:
+    """The tier section's chart: ``kvplan tier --chart``'s PNG of the tier plan on this plan's fleet."""
+    def draw(path) -> None:
+        from kvplan.report.tier_chart import hit_rate_chart
+
+        path.write_bytes(hit_rate_chart(plan.curve_tokens, plan.curve_hit_rate, plan.boundaries,
+                                        plan.unlimited_hit_rate, plan.result.title))
+
+    spans = ", ".join(name for name, _, end in plan.boundaries if end > 0)
+    return S.Chart("tiers.png", "Prefix hit rate vs cache capacity, KV tiers",
+                   "Prompt blocks served from the prefix cache (LRU) against the cache capacity in tokens"
+                   f", with each tier's span on this plan's fleet ({spans}); the dotted line is "
+                   "an unlimited cache (kvplan tier --chart).", draw)
 
 
 def _charts():

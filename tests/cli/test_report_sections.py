@@ -152,6 +152,29 @@ def test_tier_section_and_check_metrics_sit_on_the_same_fleet(built):
     assert f"× {planned['instances']} instance(s)) + the hottest" in rows[0]["content"]
 
 
+def test_tier_section_draws_the_tier_chart_of_the_fleet(built):
+    from kvplan.plans.check import metrics as registry
+    from kvplan.plans.check.fleet_metrics import fleet_plan
+    from kvplan.plans.check.planfile import load_plan
+    from kvplan.plans.check.tier_metrics import tier_plan_result
+    from kvplan.report.tier_chart import hit_rate_chart
+
+    plan, out, markdown, planned = built
+    data = (out / "tiers.png").read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+    charts = _subsections(_sections(markdown)["Charts"])
+    caption = charts["Prefix hit rate vs cache capacity, KV tiers"]
+    assert "![Prefix hit rate vs cache capacity, KV tiers](tiers.png)" in caption
+    planfile = load_plan(plan)
+    context = registry.PlanContext(planfile.plan, planfile.path.parent, ())
+    assert fleet_plan(context).instances == planned["instances"]
+    tier = tier_plan_result(context, planned["instances"])  # kvplan tier's plan on the one fleet
+    assert all(f"{name}" in caption for name, _, end in tier.boundaries if end > 0)
+    # the same PNG as kvplan tier --chart draws for that plan (the file carries no timestamp)
+    assert data == hit_rate_chart(tier.curve_tokens, tier.curve_hit_rate, tier.boundaries,
+                                  tier.unlimited_hit_rate, tier.result.title)
+
+
 # --------------------------------------------------------------------------- PD and the checklist
 
 
@@ -245,7 +268,7 @@ def test_sections_come_in_order_and_every_link_is_a_file(built):
     links = re.findall(r"\]\(([^)]+)\)", markdown)
     names = {p.name for p in out.iterdir()} - {"report.md"}
     assert set(links) == names
-    assert {"fleet.csv", "pd.csv", "tiers.csv", "closed_loop.csv", "closed_loop.png"} <= names
+    assert {"fleet.csv", "pd.csv", "tiers.csv", "tiers.png", "closed_loop.csv", "closed_loop.png"} <= names
     explain = _subsections(_sections(markdown)["How the numbers were obtained"])
     assert {"The fleet (kvplan plan)", "KV tiers on the fleet (kvplan tier)",
             "Disaggregated plan (kvplan pd)"} <= set(explain)
@@ -261,6 +284,7 @@ def test_flags_replace_the_plan_files_sections(invoke, tmp_path):
     headings = re.findall(r"^## (.+)$", (out / "report.md").read_text(), flags=re.M)
     assert "Disaggregated serving (kvplan pd)" not in headings and "KV tiers (kvplan tier)" not in headings
     assert "Closed-loop latency and throughput" in headings  # the plan's concurrency stays
+    assert not (out / "tiers.png").exists() and "tiers.png" not in (out / "report.md").read_text()
     (row,) = _csv(out / "fleet.csv")
     assert float(row["fleet_cost_per_hour"]) == pytest.approx(int(row["total_gpus"]) * 4)
 

@@ -28,7 +28,6 @@ any number is computed.
 
 from __future__ import annotations
 
-import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -41,25 +40,13 @@ from kvplan.engines import ENGINE_NAMES
 from kvplan.errors import InputError, KvplanError
 from kvplan.plans.check import metrics as registry
 from kvplan.plans.check.expr import Assertion, parse_assertion
+from kvplan.plans.check.yamlfile import Tokens, _unit, describe_errors, read_yaml  # noqa: F401 (Tokens re-exported)
 from kvplan.units import parse_bytes, parse_tokens
 from kvplan.workload.slo import parse_slo as _parse_slo
 from kvplan.workload.synthetic import parse_length
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-
-def _unit(parse):
-    def convert(value):
-        if value is None or isinstance(value, bool):
-            return value
-        try:
-            return parse(value)
-        except KvplanError as exc:  # pydantic reports ValueError with the field's location
-            raise ValueError(exc.message) from None
-    return BeforeValidator(convert)
-
-
-Tokens = Annotated[int, _unit(parse_tokens), Field(gt=0, description="tokens; '128k' = 131072 (k = 1024)")]
 Bytes = Annotated[int, _unit(parse_bytes), Field(ge=0, description="bytes; '80GB' = 80e9, '80GiB' = 80 × 2^30")]
 
 
@@ -298,48 +285,6 @@ def plan_json_schema() -> dict:
     schema["title"] = "kvplan plan file"
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     return schema
-
-
-def read_yaml(path: Path, what: str = "plan") -> tuple[dict, yaml.Node | None]:
-    """The YAML mapping in ``path`` and its node tree (for line numbers)."""
-    from kvplan.inputs import read_yaml as read_bounded
-
-    data, node = read_bounded(path, f"{what} file", with_node=True)
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: a {what} file must be a YAML mapping", f"see 'kvplan schema' for the {what} keys")
-    return data, node
-
-
-def describe_errors(path: Path, error: ValidationError, root: type[BaseModel]) -> InputError:
-    """Unknown keys all named at once (with the valid ones); otherwise the first problem."""
-    unknown = [e for e in error.errors() if e["type"] == "extra_forbidden"]
-    if unknown:
-        keys = [".".join(str(p) for p in e["loc"]) for e in unknown]
-        parents = {tuple(e["loc"][:-1]) for e in unknown}
-        valid = "; ".join(f"{'.'.join(map(str, p)) or 'top level'}: {', '.join(_fields_at(root, p))}"
-                          for p in sorted(parents))
-        return InputError(f"{path}: unknown key{'s' if len(keys) > 1 else ''} {', '.join(keys)}",
-                          f"valid keys — {valid}")
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(file)"
-    message = first["msg"].removeprefix("Value error, ")
-    got = first.get("input")
-    suffix = "" if first["type"] in ("missing", "value_error") or isinstance(got, (dict, list)) else f" (got {reprlib.repr(got)})"
-    return InputError(f"{path}: {where}: {message}{suffix}", "see 'kvplan schema' for the expected keys and values")
-
-
-def _fields_at(root: type[BaseModel], loc: tuple) -> list[str]:
-    model = root
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        annotation = model.model_fields[str(part)].annotation
-        inner = [a for a in getattr(annotation, "__args__", (annotation,)) if isinstance(a, type)
-                 and issubclass(a, BaseModel)]
-        if not inner:
-            return []
-        model = inner[0]
-    return list(model.model_fields)
 
 
 def _assertion_lines(node: yaml.Node | None) -> list[int | None]:

@@ -85,6 +85,7 @@ class TierSection:
     what_if: dict | None           # the spill what-if's summary row (None when it could not be placed)
     what_if_batch: int | None
     what_if_note: str | None
+    chart: object = None           # the TierPlan (its hit-rate curve and tier boundaries: the section's chart)
 
 
 @dataclass
@@ -252,7 +253,8 @@ def tier_section(context: PlanContext) -> TierSection:
         raise InfeasibleError(f"no fleet to place the KV tiers on: {fleet.reason}",
                               "make the plan feasible first (kvplan check), or drop the tier section")
     instances = int(fleet.instances)
-    result = tier_plan_result(context, instances).result
+    tier = tier_plan_result(context, instances)
+    result = tier.result
     what_if, note = None, None
     batch = fleet.batch_per_instance
     if batch:
@@ -260,7 +262,7 @@ def tier_section(context: PlanContext) -> TierSection:
             what_if = _what_if(context, instances, int(batch))
         except InfeasibleError as exc:
             note = exc.message
-    return TierSection(result, result.rows[:-1], result.rows[-1], what_if, batch, note)
+    return TierSection(result, result.rows[:-1], result.rows[-1], what_if, batch, note, tier)
 
 
 def _what_if(context: PlanContext, instances: int, batch: int) -> dict:

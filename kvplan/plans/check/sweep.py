@@ -38,7 +38,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
 from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError, KvplanError, MissingFigureError
-from kvplan.plans.check.planfile import Tokens, describe_errors, read_yaml
+from kvplan.plans.check.yamlfile import Tokens, describe_errors, read_yaml
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.check.sweep_format import LATENCY_COLUMNS as LATENCY
 from kvplan.units import parse_tokens
@@ -212,6 +212,11 @@ class SweepResult:
     notes: list[str] = field(default_factory=list)
     latency_notes: list[str] = field(default_factory=list)  # defaults the roofline took per card
     seconds: float = 0.0
+    cache_gaps: bool | None = None  # some combination has no KV memory (empty cache cells); None: from the blocks
+
+    def has_cache_gaps(self) -> bool:
+        """True when some combination's cache cells are empty (its budget is ≤ 0)."""
+        return any(b.no_cache for b in self.blocks) if self.cache_gaps is None else self.cache_gaps
 
     @property
     def rows(self) -> int:
@@ -238,6 +243,18 @@ def _deployment(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str)
 def _whole(x) -> int | float:
     x = float(x)
     return int(x) if x.is_integer() else x
+
+
+def _product(per_seq: np.ndarray, batches: np.ndarray) -> np.ndarray:
+    """per-sequence bytes × batch on the (seq, batch) grid, in int64 where every product is exact.
+
+    Both factors are whole; below 2⁵³ the int64 product equals the float64 one exactly (and
+    needs no conversion when written); beyond, the float product is kept as it is.
+    """
+    if (per_seq.size and batches.size and float(per_seq.max()) * float(batches.max()) < 2.0**53
+            and float(per_seq.min()) >= 0 and bool((per_seq == np.floor(per_seq)).all())):
+        return per_seq.astype(np.int64)[:, None] * batches.astype(np.int64)[None, :]
+    return per_seq[:, None] * batches[None, :]
 
 
 def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
@@ -267,8 +284,8 @@ def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
         # fit rounds with Python's round(); n_seq calls per combination, not one per point
         rounded = np.array([round(float(c), 4) for c in concurrency])
         grid_arrays = {
-            "kv_bytes_total": per_seq[:, None] * batches[None, :],
-            "kv_bytes_total_per_gpu": per_seq_gpu[:, None] * batches[None, :],
+            "kv_bytes_total": _product(per_seq, batches),
+            "kv_bytes_total_per_gpu": _product(per_seq_gpu, batches),
             "fits": (kv_bytes > 0) & (concurrency[:, None] >= batches[None, :]),
         }
         batch_arrays = {"batch": batches.astype(np.int64)}
@@ -289,7 +306,11 @@ def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
 
 
 def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
-    """A function (seqs, batches) → decode-step columns, or None when latency does not apply."""
+    """A function (seqs, batches) → decode-step columns, or None when latency does not apply.
+
+    What can leave the columns empty (pp > 1, a missing card figure) is decided here, before any
+    point; the operator model is built on the first call, adding its notes to ``latency_notes``.
+    """
     if not grid.latency:
         return None
     try:
@@ -311,13 +332,17 @@ def _latency_model(dep, grid: Grid, notes: list[str], latency_notes: list[str]):
     from kvplan.plans.sizing.perfmodel import operator_model
 
     eff = dep.engine.efficiencies
-    pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, dep.engine.engine,
-                                              eff.eta_mem is not None or eff.eta_flops is not None,
-                                              eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes,
-                                              load_tables())
+    made: list = []
+
+    def times(*args, **kwargs):  # the step time and its floor only: no per-operator terms at grid size
+        if not made:  # the operator model (kernel-table curves) when the first chunk needs it: this setup
+            made.append(operator_model(  # then overlaps the writing of the combinations before
+                card, hw, cost, machine, dep.engine.engine, eff.eta_mem is not None or eff.eta_flops is not None,
+                eff.step_overhead_s is not None, Parallel(tp=tp), latency_notes, load_tables())[0])
+        return made[0](*args, times_only=True, **kwargs)
 
     def columns(seqs: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
-        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=pass_fn)
+        step = decode_step(cost, machine, batches[None, :], seqs[:, None], tp=tp, pass_fn=times)
         return {"decode_step_s": step.time_s, "floor_decode_step_s": step.floor_s,
                 "decode_tokens_per_s": batches[None, :] / step.time_s}
 
@@ -369,7 +394,7 @@ def sweep(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool
     stream = sweep_stream(grid, cards=cards, strict=strict, progress=progress)
     blocks = list(stream)
     return SweepResult(grid=stream.grid, blocks=blocks, skipped=stream.skipped, notes=stream.notes,
-                       latency_notes=stream.latency_notes, seconds=stream.seconds)
+                       latency_notes=stream.latency_notes, seconds=stream.seconds, cache_gaps=stream.cache_gaps)
 
 
 def sweep_stream(grid: Grid | str | Path, *, cards: tuple[Path, ...] = (), strict: bool = False,
@@ -395,8 +420,9 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
     batches = np.array(grid.batch, dtype=np.float64)
     reasons: dict[str, int] = {}
     notes: list[str] = []
-    latency_notes: list[str] = []
+    latency_notes: list[list[str]] = []  # per combination, in grid order (the operator model adds to its own later)
     done = 0
+    gaps = False
     ready = []  # every combination is checked (strict errors raised) before the first point is made
     for model, hw_name, dtype, tp, pp, engine in iter_combinations(grid):
         card, hw = models[model], hardware[hw_name]
@@ -412,7 +438,9 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
         if len(seqs):
             try:
                 dep = _deployment(card, hw, grid, dtype, tp, pp, engine)
-                chunks = _blocks(dep, seqs, batches, _latency_model(dep, grid, notes, latency_notes), chunk_points)
+                latency_notes.append([])
+                chunks = _blocks(dep, seqs, batches, _latency_model(dep, grid, notes, latency_notes[-1]),
+                                 chunk_points)
                 next(chunks)
             except InputError as exc:
                 if strict:
@@ -420,13 +448,16 @@ def _evaluate(grid: Grid, result: SweepResult, cards, strict, progress, chunk_po
                 reasons[exc.message] = reasons.get(exc.message, 0) + len(seqs) * len(grid.batch)
             else:
                 ready.append(chunks)
+                gaps = gaps or dep.memory.kv_cache_memory_bytes <= 0
     result.skipped = list(reasons.items())
+    result.cache_gaps = gaps
     result.notes = list(dict.fromkeys(notes))
-    result.latency_notes = list(dict.fromkeys(latency_notes))
+    result.latency_notes = list(dict.fromkeys(itertools.chain(*latency_notes)))
     for chunks in ready:
         for block in chunks:
             done += block.rows
             yield block
         if progress is not None:
             progress(done, grid.points)
+    result.latency_notes = list(dict.fromkeys(itertools.chain(*latency_notes)))
     result.seconds = time.perf_counter() - start

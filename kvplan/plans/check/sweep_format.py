@@ -14,6 +14,10 @@ Empty cells (null in Parquet), never a negative or meaningless figure:
   reserves leave no KV memory: the engine would refuse to start);
 - the latency columns of a point that does not fit, and where the roofline does not apply.
 
+Parquet: the same types; a column that can be empty is an optional (nullable) field — the
+latency columns always, the cache columns when some combination has no KV memory — and every
+other column a required one (no definition levels to write or read).
+
 CSV text: integers in decimal, booleans ``true``/``false``, floats in a shortest round-trip
 form (Python's ``repr`` for per-sequence figures; Arrow's for the per-point latency columns,
 which may use an exponent: ``1e-7``), whole floats in the per-sequence columns as integers.
@@ -32,6 +36,10 @@ INT_COLUMNS = frozenset({
 })
 STR_COLUMNS = frozenset({"model", "hardware", "kv_dtype", "engine"})
 BOOL_COLUMNS = frozenset({"fits"})
+# constant over one (model, hardware, kv_dtype, tp, pp, engine) combination
+SCALAR_COLUMNS = frozenset({"model", "hardware", "kv_dtype", "tp", "pp", "engine", "kv_bytes_per_token",
+                            "kv_bytes_per_token_per_gpu", "weights_bytes_per_gpu", "kv_cache_memory_bytes",
+                            "num_blocks", "kv_cache_tokens"})
 CACHE_COLUMNS = ("kv_cache_memory_bytes", "num_blocks", "kv_cache_tokens", "max_concurrency", "max_context_at_batch")
 LATENCY_COLUMNS = ("decode_step_s", "floor_decode_step_s", "decode_tokens_per_s")
 
@@ -230,12 +238,20 @@ def _arrow_cells(block, name: str):
 # --------------------------------------------------------------------------- Arrow table (Parquet)
 
 
-def arrow_schema(names: list[str]):
+NULLABLE_COLUMNS = frozenset(CACHE_COLUMNS + LATENCY_COLUMNS)
+
+
+def arrow_schema(names: list[str], nullable: frozenset[str] = NULLABLE_COLUMNS):
+    """Typed columns; only the columns that can be empty (``nullable``: cache, latency) are nullable.
+
+    The others are required (non-null) fields: same types and cells, and Parquet writes no
+    definition levels for them (about a third of the encoding time of such a column).
+    """
     import pyarrow as pa
 
     types = {"str": pa.dictionary(pa.int32(), pa.string()), "int": pa.int64(), "bool": pa.bool_(),
              "float": pa.float64()}
-    return pa.schema([(name, types[column_kind(name)]) for name in names])
+    return pa.schema([pa.field(name, types[column_kind(name)], nullable=name in nullable) for name in names])
 
 
 def block_table(block, schema):
@@ -245,6 +261,7 @@ def block_table(block, schema):
     n_seq, n_batch = block.shape
     n = n_seq * n_batch
     arrays = []
+    first = None  # the dictionary indices of a string column: one value, index 0 everywhere (shared)
     for field in schema:
         name, axis, kind = field.name, _axis(block, field.name), column_kind(field.name)
         null = _null_mask(block, name)
@@ -252,17 +269,16 @@ def block_table(block, schema):
             arrays.append(pa.nulls(n, field.type))
             continue
         if kind == "str":
-            arrays.append(pa.DictionaryArray.from_arrays(_arrow(np.zeros(n, dtype=np.int32)),
-                                                         _arrow_strings([str(block.scalars[name])])))
+            first = first if first is not None else _arrow(np.zeros(n, dtype=np.int32))
+            arrays.append(pa.DictionaryArray.from_arrays(first, _arrow_strings([str(block.scalars[name])])))
             continue
         if axis == "scalar":
             values = np.full(n, block.scalars[name], dtype=np.float64 if kind == "float" else None)
-        elif axis == "seq":
-            values = np.repeat(block.seq_arrays[name], n_batch)
-        elif axis == "batch":
-            values = np.tile(block.batch_arrays[name], n_seq)
-        else:
-            values = block.grid_arrays[name].ravel()
+        else:  # typed on its own axis first (a seq or batch column is checked once per value, not per row)
+            source = {"seq": block.seq_arrays, "batch": block.batch_arrays}.get(axis, block.grid_arrays)[name]
+            source = _as_int(name, source) if kind == "int" else source
+            values = (np.repeat(source, n_batch) if axis == "seq" else np.tile(source, n_seq) if axis == "batch"
+                      else source.ravel())
         if kind == "int":
             values = _as_int(name, values)
         elif kind == "float":

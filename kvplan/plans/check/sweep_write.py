@@ -170,29 +170,36 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
     return done
 
 
-# Parquet: LZ4 pages; dictionaries for the string columns; the integer columns delta-encoded
-# (DELTA_BINARY_PACKED: a run of one value or a steady step packs to a few bits a row) and the
-# floats plain; statistics on the coordinates (what readers filter on). Measured on the 4M-point
-# grid of benchmarks/bench_sweep.py: encoding takes ~0.75 s CPU whatever the codec (none 0.73,
-# LZ4 0.73–0.86, Snappy 0.79, zstd-1 1.32); LZ4 shrinks the file from 548 to 93 MB and the delta
-# integers to 58 MB, which is what a disk-bound write pays for.
+# Parquet: LZ4 pages; dictionaries for the string columns; the byte totals (a new value every row)
+# and seq_len delta-encoded (DELTA_BINARY_PACKED: a steady step packs to a few bits a row); every
+# other column plain, where LZ4 packs the runs (a value repeated along batch, a batch cycle) about
+# as small at half the encoding time; statistics on the coordinates and fits (what readers filter
+# on: a row group is one combination, so min = max names it); the columns that are never empty are
+# required fields (no definition levels). Measured on the 4M-point grid of
+# benchmarks/bench_sweep.py (CPU seconds of the encoder alone): 0.73 s with every column nullable
+# and every integer delta-encoded, 0.52 s like this (0.42 s without the statistics, which cost
+# ~0.09 s on the string columns), for a file of ~56 MB (LZ4 instead of none: 400 MB; zstd-1 costs
+# ~0.5 s more).
 PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
                    "write_statistics": COORDINATES + ["fits"]}
+DELTA_COLUMNS = ("seq_len", "kv_bytes_total", "kv_bytes_total_per_gpu")
 
 
 def parquet_options(names: list[str]) -> dict:
-    from kvplan.plans.check.sweep_format import column_kind
-
-    return {**PARQUET_OPTIONS,
-            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in names if column_kind(name) == "int"}}
+    return {**PARQUET_OPTIONS, "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS
+                                                   if name in names}}
 
 
 def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
+    """Blocks as row groups; the cache columns are nullable only when some combination has no KV memory."""
     import pyarrow.parquet as pq
 
-    from kvplan.plans.check.sweep_format import arrow_schema, block_table
+    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, arrow_schema, block_table
 
-    schema = arrow_schema(result.column_names)
+    if isinstance(result, SweepStream):
+        result.empty()  # every combination checked: whether any has no KV memory is known
+    nullable = NULLABLE_COLUMNS if result.has_cache_gaps() else NULLABLE_COLUMNS - frozenset(CACHE_COLUMNS)
+    schema = arrow_schema(result.column_names, nullable)
     with pq.ParquetWriter(tmp, schema, **parquet_options(result.column_names)) as writer:
         return _written(_pipelined(_blocks_of(result), lambda block: block_table(block, schema)),
                         writer.write_table, progress, lambda d: max(result.rows, d))

@@ -1,0 +1,61 @@
+"""Shipped model cards are built without re-running the validators: the very cards validation gives.
+
+The loader's fast path (kvplan.cards.loader._shipped_model) trusts the shipped YAML; this test is
+what makes that trust safe: every shipped model card is validated here and compared field by field,
+and a user's card of the same name still goes through the validators.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from kvplan.cards.loader import _shipped_model, load_model, parse_card, shipped_dir
+from kvplan.cards.schema import LayerGroup, ModelCard, MoE
+from kvplan.errors import CardError
+
+SHIPPED = sorted(shipped_dir("model").glob("*.yaml"))
+
+
+def test_there_are_shipped_model_cards():
+    assert len(SHIPPED) >= 20
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_fast_card_is_the_validated_card(path):
+    fast, validated = _shipped_model(path), parse_card(path, ModelCard)
+    assert fast is not None and fast == validated
+    assert fast.model_fields_set == validated.model_fields_set
+    # same values and the same Python types (an int stays an int, a list a list)
+    assert json.dumps(fast.model_dump(), sort_keys=True) == json.dumps(validated.model_dump(), sort_keys=True)
+    assert all(isinstance(g, LayerGroup) for g in fast.layer_groups)
+    assert (fast.moe is None) == (validated.moe is None) and (fast.moe is None or isinstance(fast.moe, MoE))
+    assert fast.num_layers == validated.num_layers and fast.attention_kinds == validated.attention_kinds
+
+
+def test_load_by_name_gives_the_validated_card():
+    path = shipped_dir("model") / "llama-3.1-70b.yaml"
+    assert load_model("llama-3.1-70b") == parse_card(path, ModelCard)
+    assert load_model("meta-llama/Llama-3.1-70B-Instruct") == parse_card(path, ModelCard)  # by alias
+
+
+def test_a_users_card_of_the_same_name_is_validated(tmp_path):
+    user = tmp_path / "cards"
+    user.mkdir()
+    text = (shipped_dir("model") / "llama-3.1-8b.yaml").read_text()
+    (user / "llama-3.1-8b.yaml").write_text(text.replace("hidden_size: 4096", "hidden_size: -4096"))
+    assert "hidden_size: -4096" in (user / "llama-3.1-8b.yaml").read_text()
+    with pytest.raises(CardError) as err:
+        load_model("llama-3.1-8b", (user,))
+    assert "hidden_size" in err.value.message
+
+
+def test_an_odd_shipped_shape_is_left_to_the_validators(tmp_path):
+    odd = tmp_path / "odd.yaml"
+    shutil.copy(shipped_dir("model") / "llama-3.1-8b.yaml", odd)
+    odd.write_text(odd.read_text() + "\nmoe: 3\n")
+    assert _shipped_model(odd) is None
+    with pytest.raises(CardError):
+        parse_card(odd, ModelCard)

@@ -1,0 +1,103 @@
+"""The sweep's fast paths give the same numbers as the general ones: step times without the
+per-operator terms, exact int64 byte totals, memoised kernel-table curves, the Parquet layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvplan.calc import perfdb
+from kvplan.calc.operators import Parallel, PassTimes
+from kvplan.calc.roofline import decode_step
+from kvplan.plans.check.sweep import Grid, _deployment, _product, sweep, sweep_stream
+from kvplan.plans.check.sweep_format import (CACHE_COLUMNS, LATENCY_COLUMNS, NULLABLE_COLUMNS, SCALAR_COLUMNS,
+                                             arrow_schema)
+from kvplan.plans.check.sweep_write import write_sweep
+from kvplan.plans.sizing.latency_ops import load_tables
+from kvplan.plans.sizing.perfmodel import operator_model
+
+
+@pytest.mark.parametrize("model, tp", [("llama-3.1-70b", 4), ("deepseek-v3", 8), ("qwen3-next-80b-a3b", 2)])
+def test_times_only_pass_equals_the_full_pass(model, tp):
+    from kvplan.cards.loader import load_hardware, load_model
+
+    grid = Grid(models=[model], hardware=["h200"], tp=[tp])
+    dep = _deployment(load_model(model), load_hardware("h200"), grid, "auto", tp, 1, "vllm")
+    pass_fn, _, _ = operator_model(dep.model, dep.hardware, dep.cost, dep.machine, "vllm", False, False,
+                                   Parallel(tp=tp), [], load_tables())
+    seqs = np.array([1.0, 100.0, 4096.0, 32768.0, 131072.0])[:, None]
+    batches = np.array([1.0, 2.0, 7.0, 64.0, 256.0, 1000.0])[None, :]
+    full = decode_step(dep.cost, dep.machine, batches, seqs, tp=tp, pass_fn=pass_fn)
+    fast = decode_step(dep.cost, dep.machine, batches, seqs, tp=tp,
+                       pass_fn=lambda *a, **kw: pass_fn(*a, times_only=True, **kw))
+    assert isinstance(fast, PassTimes) and fast.time_s.shape == full.time_s.shape == (5, 6)
+    # bit for bit: Σ_op max(memory, compute) added in the same order as the stacked sum
+    assert np.array_equal(fast.time_s, full.time_s) and np.array_equal(fast.floor_s, full.floor_s)
+    assert full.time_s[-1, -1] > 2 * full.time_s[0, -1] > 0  # 128k of context costs more than 1 token: not flat
+
+
+def test_byte_totals_are_exact_int64_below_two_to_the_53():
+    per_seq = np.array([0.0, 131072.0, 327680.0 * 131072])         # 70B bf16: 327,680 B per token
+    batches = np.array([1.0, 3.0, 1000.0])
+    out = _product(per_seq, batches)
+    assert out.dtype == np.int64
+    assert out.tolist() == [[0, 0, 0], [131072, 393216, 131072000],
+                            [42949672960, 128849018880, 42949672960000]]
+    huge = _product(np.array([2.0**50]), np.array([16.0]))            # 2⁵⁴: kept as the float product
+    assert huge.dtype == np.float64 and huge[0, 0] == 2.0**54
+
+
+def test_kernel_curves_are_read_once_per_shape():
+    tables = load_tables()
+    if tables is None:
+        pytest.skip("no kernel tables ship with this install")
+    one = perfdb.gemm_curve(tables, "h100_sxm", "trtllm", "bf16", 8192.0, 8192.0, 3.35e12, 989e12)
+    assert one is not None
+    assert perfdb.gemm_curve(tables, "h100_sxm", "trtllm", "bf16", 8192.0, 8192.0, 3.35e12, 989e12) is one
+    first = perfdb.collective_curves(tables, "h100_sxm", "vllm")
+    assert first and ("all_reduce", 8) in first
+    first.clear()                                                      # a caller's dict is its own
+    assert perfdb.collective_curves(tables, "h100_sxm", "vllm")
+
+
+def test_scalar_columns_are_the_combination_scalars():
+    [block] = sweep(Grid(models=["llama-3.1-8b"], hardware=["h100-sxm"], seq=[1024, 2048], batch=[1, 2])).blocks
+    assert set(block.scalars) == SCALAR_COLUMNS
+
+
+def test_parquet_layout_required_plain_and_delta(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "sweep.parquet"
+    grid = Grid(models=["llama-3.1-8b", "llama-3.1-70b"], hardware=["l40s"], seq=[1024, 131072], batch=[1, 2])
+    write_sweep(sweep(grid), out)   # 70B on one L40S: no KV memory, its cache cells are null
+    meta = pq.ParquetFile(out)
+    parquet_schema = meta.schema
+    for i, name in enumerate(parquet_schema.names):
+        column = parquet_schema.column(i)
+        assert column.max_definition_level == (1 if name in NULLABLE_COLUMNS else 0), name
+    group = meta.metadata.row_group(0)
+    encodings = {group.column(i).path_in_schema: group.column(i).encodings for i in range(group.num_columns)}
+    assert "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"] and "DELTA_BINARY_PACKED" not in encodings["tp"]
+    assert "DELTA_BINARY_PACKED" not in encodings["batch"] and "DELTA_BINARY_PACKED" not in encodings["num_blocks"]
+    stats = {group.column(i).path_in_schema: group.column(i).is_stats_set for i in range(group.num_columns)}
+    assert stats["seq_len"] and stats["batch"] and stats["model"] and stats["fits"] and not stats["decode_step_s"]
+    assert group.column(0).statistics.min == group.column(0).statistics.max == "llama-3.1-8b"  # one combination
+    table = pq.read_table(out)
+    assert table.schema.remove_metadata().equals(arrow_schema(table.column_names))
+    frame = table.to_pandas()
+    assert frame["kv_cache_memory_bytes"].isna().any() and frame["seq_len"].notna().all()
+
+
+def test_cache_columns_are_required_when_every_combination_has_kv_memory(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    grid = Grid(models=["llama-3.1-8b"], hardware=["h100-sxm"], seq=[1024, 131072], batch=[1, 4096])
+    for name, result in (("stream", sweep_stream(grid)), ("whole", sweep(grid))):
+        out = tmp_path / f"{name}.parquet"
+        write_sweep(result, out)
+        schema = pq.ParquetFile(out).schema
+        levels = {schema.column(i).name: schema.column(i).max_definition_level for i in range(len(schema.names))}
+        assert all(levels[c] == 0 for c in CACHE_COLUMNS), levels        # every combination has a KV pool
+        assert all(levels[c] == 1 for c in LATENCY_COLUMNS), levels      # batch 4096 at 128k does not fit
+        frame = pq.read_table(out).to_pandas()
+        assert frame["decode_step_s"].isna().any() and frame["num_blocks"].notna().all()
+        assert str(pq.read_table(out).schema.field("num_blocks").type) == "int64"
