@@ -121,3 +121,17 @@ def test_plan_skips_the_shapes_that_cannot_hold_the_replicas():
                          "--format", "json"], env=NO_CI)
     assert res.exit_code == 0, res.stderr
     assert "plan tp=1 skipped: --ep-redundant-experts 8: ep = 1 ranks hold at most 0 replicas" in res.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    # 2 req/s × 1e308 overflowed to an infinite rate, refused as "--qps must be > 0 (got inf)"
+    (["plan", M, HW, *WORKLOAD, "--scale", "1e308"], "--scale 1e308 is more than the 1,000,000× kvplan accepts"),
+    # a closed loop over 10⁹ instances allocated until MemoryError
+    (["plan", M, HW, "--isl", "2k", "--osl", "256", "--concurrency", "8", "--instances", "1000000000"],
+     "--instances 1000000000 is more than the 100,000 kvplan accepts"),
+])
+def test_plan_multipliers_and_instances_are_bounded(tmp_path, args, needle):
+    out = tmp_path / "out.json"
+    res = run_inprocess([*args, "-o", out], env=NO_CI)
+    assert_refused(res, outputs=[out])
+    assert needle in res.stderr, res.stderr

@@ -429,6 +429,8 @@ def build(root: Path) -> list[Case]:
         ("latency", ["mixtral-8x7b", hw, "--enable-expert-parallel", "--tp", "2"], "--expert-imbalance",
          ["0", "0.5", "nan", "inf", "3", "1e308"]),
         ("latency", [m, hw], "--dp", ["0", "-2"]),
+        ("plan", [m, hw], "--scale", ["1e308", "inf", "2,,5", "-2"]),
+        ("plan", [m, hw, "--concurrency", "8"], "--instances", ["1000000000", "0"]),
     ]
     base = {
         "workload": ["--rate", "5", "--isl", "2k", "--osl", "256", "--sample", "1000"],
