@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ..conftest import ROOT
-from ..hostile.harness import assert_refused, run_inprocess
+from ..hostile.harness import assert_refused, run_inprocess, run_subprocess
 
 NO_CI = {"GITHUB_ACTIONS": None, "GITHUB_STEP_SUMMARY": None, "KVPLAN_DEBUG": None, "COLUMNS": "120"}
 M, HW = "llama-3.1-8b", "h100-sxm"
@@ -135,3 +135,13 @@ def test_plan_multipliers_and_instances_are_bounded(tmp_path, args, needle):
     res = run_inprocess([*args, "-o", out], env=NO_CI)
     assert_refused(res, outputs=[out])
     assert needle in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("command", [["plan", M, HW, *WORKLOAD], ["workload", *WORKLOAD]])
+def test_a_million_token_shared_prefix_is_refused_before_allocating(tmp_path, command):
+    # 100,000 sampled requests × (999,999 + 2k) tokens / 512-token blocks = 195M block ids: 79 s and 7.9 GB
+    # before plan said "exceeds the context"; now refused by the block budget, in a child limited to 2 GiB
+    out = tmp_path / "out.json"
+    res = run_subprocess([*command, "--shared-prefix", "999999", "-o", out], env=NO_CI, timeout_s=30)
+    assert_refused(res, outputs=[out])
+    assert "prompt blocks of 512 tokens, more than the 33,554,432 kvplan keeps in memory" in res.stderr, res.stderr
