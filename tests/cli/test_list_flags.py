@@ -145,3 +145,15 @@ def test_a_million_token_shared_prefix_is_refused_before_allocating(tmp_path, co
     res = run_subprocess([*command, "--shared-prefix", "999999", "-o", out], env=NO_CI, timeout_s=30)
     assert_refused(res, outputs=[out])
     assert "prompt blocks of 512 tokens, more than the 33,554,432 kvplan keeps in memory" in res.stderr, res.stderr
+
+
+def test_pd_names_the_reserves_when_they_not_the_weights_leave_no_kv_memory():
+    # 1e9 tokens per step: vLLM's activation peak, not llama-3.1-8b's 1.87 GiB of weights at tp=8, fills the GPU
+    res = run_inprocess(["pd", M, HW, *WORKLOAD, *SLOS, "--no-sensitivity", "--chunk-size", "1e9"], env=NO_CI)
+    assert_refused(res, code=1)
+    assert "the weights take 1.87 GiB per GPU of 79.65 GiB, the engine's reserves take" in res.stderr, res.stderr
+    assert "(activation peak" in res.stderr
+    heavy = run_inprocess(["pd", "llama-3.1-405b", HW, *WORKLOAD, *SLOS, "--prefill-tp", "1", "--decode-tp", "1"],
+                          env=NO_CI)
+    assert_refused(heavy, code=1)  # the weights alone: no reserves named
+    assert "the weights take 755.96 GiB per GPU of 79.65 GiB and leave no KV memory" in heavy.stderr
