@@ -157,3 +157,25 @@ def test_pd_names_the_reserves_when_they_not_the_weights_leave_no_kv_memory():
                           env=NO_CI)
     assert_refused(heavy, code=1)  # the weights alone: no reserves named
     assert "the weights take 755.96 GiB per GPU of 79.65 GiB and leave no KV memory" in heavy.stderr
+
+
+def test_every_input_file_a_readme_example_names_ships_with_the_repository():
+    # a fresh clone runs the README's examples as written: '--trace conversation_trace.jsonl' named a file
+    # that was nowhere in the checkout (the traces ship in examples/traces/)
+    import re
+    import shlex
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    named = []
+    for line in text.splitlines():
+        if not line.startswith("$ kvplan "):
+            continue
+        words = shlex.split(line[2:].split("  #")[0])
+        for before, word in zip(["kvplan", *words], words):
+            if before in ("-o", "--output", "--out", "--chart", "--junit", "--card-out"):
+                continue  # written, not read
+            if re.search(r"\.(jsonl|csv|ya?ml|json|parquet)$", word):
+                named.append(word)
+    assert named, "the README's examples read no file"
+    missing = [w for w in named if not (ROOT / w).is_file()]
+    assert not missing, f"README examples read files that are not in the repository: {missing}"
