@@ -23,6 +23,7 @@ GRID = (ROOT / "examples" / "grids" / "dense.yaml").read_text(encoding="utf-8")
 CALIBRATION = ROOT / "tests" / "data" / "calibration" / "llama-3.1-8b-h100-sxm-synthetic.csv"
 MOONCAKE_LINE = '{"timestamp": 0, "input_length": 1000, "output_length": 100, "hash_ids": [1, 2]}'
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
+ROUTE_TRACE = ROOT / "tests" / "data" / "traces" / "mooncake_conversation_head200.jsonl"
 
 
 @dataclass
@@ -343,6 +344,7 @@ def build(root: Path) -> list[Case]:
         add(Case(f"trace-mooncake:{name}", ["workload", path], isolate=name == "deep"))
         add(Case(f"trace-tier:{name}", ["tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--trace", path, "--no-pd"],
                  isolate=name == "deep"))
+        add(Case(f"trace-route:{name}", ["route", path, "--cache-tokens", "1M"], isolate=name == "deep"))
 
     # ------------------------------------------------------------------ calibration CSV
     cal_header = CALIBRATION.read_text(encoding="utf-8").splitlines()[0]
@@ -431,6 +433,16 @@ def build(root: Path) -> list[Case]:
         ("latency", [m, hw], "--dp", ["0", "-2"]),
         ("plan", [m, hw], "--scale", ["1e308", "inf", "2,,5", "-2"]),
         ("plan", [m, hw, "--concurrency", "8"], "--instances", ["1000000000", "0"]),
+        # route: a real trace excerpt, then the flag
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--policy", ["bogus", "random,,round-robin", ","]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--instances", ["0", "100000000", "2,,4", "x"]),
+        ("route", [ROUTE_TRACE], "--cache-tokens", ["-1", "abc", "1M,,2M"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--service-time", ["5", "-1s", "infs"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--balance-abs-threshold", ["-1"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--hash-balance-factor", ["0.5", "nan"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--cache-threshold", ["2", "-0.1"]),
+        ("route", [ROUTE_TRACE, m, hw], "--tp", ["0", "3x"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--chart", ["route.txt"]),
     ]
     base = {
         "workload": ["--rate", "5", "--isl", "2k", "--osl", "256", "--sample", "1000"],
@@ -484,6 +496,8 @@ def build(root: Path) -> list[Case]:
                         ("cards-show-format", ["cards", "show", m, "--format", "xml"]),
                         ("schema-kind", ["schema", "nonsense"]), ("format", ["size", m, "--format", "xml"]),
                         ("two-batch-overlap-value", ["pd", m, hw, *base["pd"], "--two-batch-overlap", "yes"]),
-                        ("two-batch-overlap-equals", ["latency", m, hw, "--two-batch-overlap=2"])):
+                        ("two-batch-overlap-equals", ["latency", m, hw, "--two-batch-overlap=2"]),
+                        ("route-one-positional-too-many", ["route", ROUTE_TRACE, m]),
+                        ("route-no-cache", ["route", ROUTE_TRACE]), ("route-nothing", ["route"])):
         add(Case(f"usage:{label}", args))
     return cases
