@@ -136,3 +136,18 @@ def test_a_dp_rank_table_is_the_lock_step_pass():
     rows = latency("deepseek-v3", "h200", isl=3000, osl=2, batch=[dp * 16], tp=1, dp=dp, expert_parallel=True,
                    weights_dtype="fp8").rows
     assert_allclose(float(st.decode_s(dp * 16, 3000.0)), rows[0]["decode_step_s"], rtol=1e-12)
+
+
+def test_a_gpu_without_kernel_tables_falls_back_to_its_eta_and_says_so_once(invoke):
+    """MI300X ships no per-kernel tables: the per-operator default prices every operator at the card's η and the
+    output says so in one note; the flat pass then reads the weights at η_mem, as the roofline does."""
+    args = ("plan", "llama-3.1-8b", "mi300x", "--tp", "1", "--qps", "1", "--isl", "1k", "--osl", "128")
+    res = invoke(*args)
+    assert res.exit_code == 0, res.stderr
+    said = [line for line in res.stderr.splitlines() if line.startswith("Note: ") and "no per-kernel table" in line]
+    assert len(said) == 1 and "mi300x" in said[0] and "every operator at the card's η_mem 0.8" in said[0]
+    roof = invoke(*args, "--perf-model", "roofline")
+    assert roof.exit_code == 0 and "no per-kernel table" not in roof.stderr
+    ops = deployment("llama-3.1-8b", hw="mi300x").steps
+    flat = ops.pass_fn.parts[1]
+    assert flat.mlp_gemms.eta_mem == flat.attention_decode.eta_mem == 0.8
