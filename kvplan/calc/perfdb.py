@@ -158,7 +158,17 @@ def _curve(sizes, sol, latency, source) -> Curve | None:
 
 
 def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: float, inter: float, topk: float,
-              experts: float, moe_tp: float, moe_ep: float, bw: float, peak: float) -> Curve | None:
+              experts: float, moe_tp: float, moe_ep: float, bw: float, peak: float, dispatch: str = "table",
+              redundant: float = 0.0) -> Curve | None:
+    """η of the routed experts' grouped GEMMs versus tokens entering the MoE layer (the instance's tokens).
+
+    ``dispatch="deepep"`` with EP beyond one 8-GPU node reads DeepGEMM's H800 figures where they apply
+    (:func:`deepgemm_curve`): the table's EP rows time one rank fed every token of the instance (see there).
+    """
+    if dispatch == "deepep" and moe_tp == 1 and moe_ep > IN_NODE_EP:
+        wide = deepgemm_curve(gpu, dtype, hidden, inter, topk, experts + redundant, bw, peak)
+        if wide is not None:
+            return wide
     backend, rows = tables.backend("moe", gpu, engine, dtype=dtype)
     if rows is None:
         return None
@@ -171,6 +181,62 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
         return _ep_interpolated(rows, bracket, moe_ep, dtype, bw, peak, backend)
     rows = _nearest_rows(rows, ("moe_tp", "moe_ep"), (moe_tp, moe_ep))
     return _moe_rows_curve(rows, dtype, bw, peak, backend)
+
+
+# Expert-parallel sizes the MoE table's rows stand for as measured: EP inside one 8-GPU node, where vLLM
+# (default --all2all-backend allgather_reducescatter) and SGLang (default --moe-a2a-backend none) hand every
+# rank all the instance's tokens and an expert map, as aiconfigurator's collector does (collector/vllm/
+# collect_moe.py: one rank, num_tokens hidden states routed over all experts, E / moe_ep of them local).
+# Beyond a node the engines dispatch with DeepEP (vllm --all2all-backend deepep_*, sglang --moe-a2a-backend
+# deepep), each rank receives only its own (token, expert) pairs, and the experts run DeepGEMM.
+IN_NODE_EP = 8
+# DeepGEMM's FP8 (128-block scaled) grouped GEMMs for MoE, DeepSeek-V3/R1 shapes without TP, measured on
+# H800 SXM5 with NVCC 12.8: deepseek-ai/DeepGEMM README at commit 55ab91f72f76e8a6db0e86282c3169a88d93df1b
+# (2025-03-25, "Update performance"; the last README with the per-shape tables), "Grouped GEMMs for MoE
+# models (masked layout)" (decode, DeepEP low-latency) and "(contiguous layout)" (prefill, DeepEP normal).
+# (layout, groups, m per group, N, K, TFLOPS); N x K = 4096 x 7168 is an expert's gate+up projection
+# (2 x 2048 by hidden 7168), 7168 x 2048 its down projection.
+DEEPGEMM_H800 = (
+    ("masked", 4, 256, 4096, 7168, 932e12), ("masked", 4, 256, 7168, 2048, 815e12),
+    ("masked", 2, 512, 4096, 7168, 1040e12), ("masked", 2, 512, 7168, 2048, 916e12),
+    ("masked", 1, 1024, 4096, 7168, 1233e12), ("masked", 1, 1024, 7168, 2048, 925e12),
+    ("contiguous", 8, 4096, 4096, 7168, 1346e12), ("contiguous", 8, 4096, 7168, 2048, 1214e12),
+    ("contiguous", 4, 8192, 4096, 7168, 1346e12), ("contiguous", 4, 8192, 7168, 2048, 1214e12),
+)
+DEEPGEMM_SOURCE = ("DeepGEMM FP8 grouped GEMMs on H800 SXM5 (deepseek-ai/DeepGEMM README @55ab91f: masked layout "
+                   "m 256-1024 per expert, contiguous 4096-8192)")
+# Tables whose GPU is the H800's die and HBM (H100 SXM: 3.35 TB/s HBM3, same tensor cores; H800 SXM runs them
+# through STAND_INS): DeepGEMM's H800 times hold for them in both the memory- and the compute-bound rows.
+DEEPGEMM_GPUS = frozenset({"h100_sxm"})
+
+
+def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: float, slots: float, bw: float,
+                   peak: float) -> Curve | None:
+    """η of one EP rank's grouped expert GEMMs under DeepEP dispatch, from DeepGEMM's H800 measurements.
+
+    With DeepEP a rank receives only its own (token, expert) pairs: ``λ n k / ep`` over its ``slots / ep``
+    local experts (``slots`` = E + redundant), i.e. ``m = n k / slots`` tokens per local expert (λ = 1:
+    EPLB-balanced ranks, DeepGEMM's groups are of equal m). For each measured (groups G, m) the expert's
+    two GEMMs take ``t = Σ 2 G m N K / TFLOPS`` and ``η = max(G × 3 h i × B / BW, 2 G m × 3 h i / peak) / t``,
+    kvplan's own SOL of the expert GEMMs (weights only, B bytes a weight), so ``t_op = SOL / η`` returns
+    DeepGEMM's time at its shapes. The curve's sizes are the tokens entering the layer, ``n = m × slots / k``.
+    Outside m 256-8192 η is held at the end value: below 256 the kernel is memory-bound and reads the same
+    weights in no more time, above 8192 it is compute-bound at DeepGEMM's plateau. None where DeepGEMM's rows
+    do not apply: another GPU, weights other than 128-block FP8, an expert shape other than 7168 x 2048.
+    """
+    if gpu not in DEEPGEMM_GPUS or dtype != "fp8_block" or hidden != 7168 or abs(inter - 2048) > 0.5:
+        return None
+    by_m: dict[float, list] = {}
+    for _layout, groups, m, n, k, flops_per_s in DEEPGEMM_H800:
+        by_m.setdefault(float(m), [groups, 0.0])[1] += 2.0 * groups * m * n * k / flops_per_s
+    sizes, eta = [], []
+    for m, (groups, t) in sorted(by_m.items()):
+        expert_params = 3.0 * hidden * inter
+        sol = max(groups * expert_params * BYTES[dtype] / bw, 2.0 * groups * m * expert_params / peak)
+        sizes.append(m * slots / topk)
+        eta.append(min(sol / t, 1.0))
+    return Curve(tuple(sizes), tuple(eta), f"{DEEPGEMM_SOURCE}; tokens per local expert n k / {slots:g} "
+                                           f"under DeepEP dispatch, EPLB-balanced ranks")
 
 
 def _moe_rows_curve(rows: dict, dtype: str, bw: float, peak: float, backend: str) -> Curve | None:
@@ -254,8 +320,14 @@ def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: s
 
 def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, mla: bool, heads: float,
                             kv_heads: float, head_dim: float, bw: float, peak: float) -> Curve | None:
+    """η of prefill attention versus prompt tokens; ``dtype`` is the KV cache's (``bf16`` or ``fp8``).
+
+    Rows are selected by their ``kv_dtype``: GQA rows have equal attention and KV dtypes, while every MLA
+    prefill row computes in BF16 (``dtype`` bf16) over a bf16 or fp8 cache, so an FP8-KV MLA prefill is
+    the ``kv_dtype`` fp8 rows (the attention's own dtype is not fp8 in any of them).
+    """
     name = "mla_prefill" if mla else "attention_prefill"
-    backend, rows = tables.backend(name, gpu, engine, dtype=dtype)
+    backend, rows = tables.backend(name, gpu, engine, kv_dtype=dtype)
     if rows is None:
         return None
     rows = {k: v[rows["batch"] == 1] for k, v in rows.items()} if (rows["batch"] == 1).any() else rows
@@ -267,7 +339,8 @@ def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: st
         per_key = 4 * rows["num_heads"] * rows["head_dim"]
     s = rows["isl_tokens"]
     sol = rows["batch"] * per_key * s * (s + 1) / 2 / peak
-    return _curve(s, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} prefill attention {dtype}")
+    return _curve(s, sol, rows["latency_s"],
+                  f"{backend} {rows['backend_version'][0]} prefill attention {rows['dtype'][0]}, KV {dtype}")
 
 
 def collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
@@ -310,5 +383,6 @@ def load_default() -> PerfTables | None:
     return PerfTables(DATA) if (DATA / "gemm.csv").exists() else None
 
 
-__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "decode_attention_grid", "prefill_attention_curve",
-           "collective_curves", "BYTES", "PEAK_DTYPE", "Flat", "STAND_INS"]
+__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "deepgemm_curve", "DEEPGEMM_H800", "IN_NODE_EP",
+           "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
+           "STAND_INS"]

@@ -160,3 +160,103 @@ def test_moe_efficiency_at_an_unmeasured_ep_size_is_geometric_between_the_measur
     tokens = np.asarray(ep8.sizes)
     assert_allclose(ep4(tokens), ep1(tokens) ** (1 / 3) * ep8(tokens) ** (2 / 3), rtol=1e-12)
     assert moe_curve(tables, *args, 1, 8, bw, peak).eta == ep8.eta
+
+
+# DeepGEMM README @55ab91f (H800 SXM5, NVCC 12.8), masked layout: 4 groups × m 256 of N 4096 × K 7168 at
+# 932 TFLOPS and of N 7168 × K 2048 at 815 TFLOPS; 2 groups × m 512 at 1040 / 916 TFLOPS.
+DSV3 = dict(hidden=7168, inter=2048, topk=8)
+EXPERT_PARAMS = 3 * 7168 * 2048                     # gate + up + down of one routed expert
+H100_FP8 = 1979e12
+
+
+def _deepgemm_eta(groups, m, up_tflops, down_tflops):
+    """By hand from the README row: t = Σ 2 G m N K / TFLOPS, η = kvplan's SOL (weights, FLOPs) / t."""
+    t = 2 * groups * m * 4096 * 7168 / up_tflops + 2 * groups * m * 7168 * 2048 / down_tflops
+    return max(groups * EXPERT_PARAMS * 1.0 / H100_BW, 2 * groups * m * EXPERT_PARAMS / H100_FP8) / t, t
+
+
+def test_deepgemm_curve_is_the_readme_rows_in_kvplans_sol():
+    """m = 256 per expert: t = 64.52 + 36.89 = 101.4 µs; weights 4 × 44.04 MB / 3.35 TB/s = 52.6 µs
+    (memory term), η = 0.519. The curve's size is tokens entering the layer, n = m × slots / k, so
+    with 256 + 32 slots m = 256 sits at n = 9216; t_op = SOL / η gives DeepGEMM's 101.4 µs back."""
+    eta256, t256 = _deepgemm_eta(4, 256, 932e12, 815e12)
+    assert t256 == pytest.approx(101.405e-6, rel=1e-4) and eta256 == pytest.approx(0.5186, abs=5e-4)
+    curve = perfdb.deepgemm_curve("h100_sxm", "fp8_block", slots=288, bw=H100_BW, peak=H100_FP8, **DSV3)
+    assert_allclose(curve(256 * 288 / 8), eta256, rtol=1e-12)
+    sol = max(4 * EXPERT_PARAMS / H100_BW, 2 * 4 * 256 * EXPERT_PARAMS / H100_FP8)
+    assert_allclose(sol / curve(9216), 101.405e-6, rtol=1e-4)
+    eta512, _ = _deepgemm_eta(2, 512, 1040e12, 916e12)
+    w = np.log(368 / 256) / np.log(2)                # m = 368 (DeepSeek's decode: 736 pairs on 2 experts)
+    assert_allclose(curve(368 * 288 / 8), (1 - w) * eta256 + w * eta512, rtol=1e-12)
+    assert curve.lo == 256 * 36 and curve.hi == 8192 * 36 and "55ab91f" in curve.source
+
+
+def test_deepgemm_curve_only_where_its_rows_apply():
+    """H800's die and HBM (H100 SXM tables), 128-block FP8, DeepSeek's 7168 × 2048 experts only."""
+    ok = dict(slots=256, bw=H100_BW, peak=H100_FP8, **DSV3)
+    assert perfdb.deepgemm_curve("h100_sxm", "fp8_block", **ok) is not None
+    assert perfdb.deepgemm_curve("h200_sxm", "fp8_block", **ok) is None        # 4.8 TB/s HBM3e
+    assert perfdb.deepgemm_curve("h100_sxm", "fp8", **ok) is None
+    assert perfdb.deepgemm_curve("h100_sxm", "fp8_block", **{**ok, "hidden": 4096}) is None
+
+
+def test_table_ep_rows_pay_for_every_token_of_the_instance():
+    """Why wide EP does not read the table's EP rows: vLLM's and SGLang's EP32 rows (one rank fed all
+    num_tokens, an expert map for its 8 experts) grow in proportion to the instance's tokens, 4,096 → 16,384
+    about ×4, at ~30 TFLOPS of the rank's own work, where a DeepEP rank would get 1/32 of the pairs."""
+    for backend in ("vllm", "sglang"):
+        lat = {int(r["num_tokens"]): float(r["latency_s"]) for r in rows(
+            "moe", gpu="h100_sxm", backend=backend, dtype="fp8_block", hidden_size=7168, moe_tp=1, moe_ep=32,
+            distribution="balanced")}
+        assert lat[16384] / lat[4096] > 3.5
+        assert 6 * 16384 * 8 * 7168 * 2048 / 32 / lat[16384] < 50e12
+
+
+def test_wide_ep_moe_reads_deepgemm_in_node_ep_keeps_the_table():
+    """moe_curve: DeepEP dispatch beyond one 8-GPU node → DeepGEMM; EP 8, TensorRT-LLM's own all-to-all
+    (dispatch "generic") and H200 keep the measured table rows."""
+    tables = perfdb.load_default()
+    args = ("fp8_block", 7168, 2048, 8, 256, 1)
+    wide = perfdb.moe_curve(tables, "h100_sxm", "vllm", *args, 144, H100_BW, H100_FP8, dispatch="deepep", redundant=32)
+    assert "DeepGEMM" in wide.source and "/ 288" in wide.source
+    for gpu, ep, dispatch in (("h100_sxm", 8, "deepep"), ("h100_sxm", 144, "generic"), ("h200_sxm", 144, "deepep")):
+        bw = H100_BW if gpu == "h100_sxm" else H200_BW
+        curve = perfdb.moe_curve(tables, gpu, "vllm", *args, ep, bw, H100_FP8, dispatch=dispatch)
+        assert "aiconfigurator" in curve.source
+
+
+@pytest.mark.parametrize("dp", [16, 32, 144])
+def test_wide_ep_decode_experts_within_deepgemms_band_of_their_floor(dp):
+    """DeepSeek-V3 on H100, attention DP = EP, 92 sequences per rank: the routed-expert GEMMs take their
+    SOL (max of local weights / BW, rank FLOPs / peak) over an η inside DeepGEMM's measured 0.50–0.66,
+    never the table's EP32 rows (η ≈ 0.04 at these token counts)."""
+    from kvplan.calc.operators import OP_NAMES
+    from kvplan.plans import deployment
+
+    redundant = (-256) % dp
+    d = deployment.resolve("deepseek-v3", "h100-sxm", system="hgx-h100-8",
+                           engine=deployment.EngineSettings(kv_dtype="fp8"),
+                           parallel=deployment.Parallelism(tp=1, dp=dp, expert_parallel=True,
+                                                           redundant_experts=redundant))
+    pc = d.steps.decode(92 * dp, 4383)
+    i = OP_NAMES.index("expert_gemms")
+    t = float(np.max([np.ravel(pc.op_memory_s[i])[0], np.ravel(pc.op_compute_s[i])[0]]))
+    local = (256 + redundant) / dp
+    pairs = 92 * dp * 8 / dp
+    sol = 58 * max(local * (1 - (1 - 8 / 256) ** (92 * dp)) * EXPERT_PARAMS / H100_BW,
+                   2 * EXPERT_PARAMS * pairs / H100_FP8)
+    assert sol / 0.67 < t < sol / 0.49
+
+
+def test_mla_prefill_with_an_fp8_cache_reads_the_bf16_attention_rows_over_fp8_kv():
+    """Every MLA prefill row computes in BF16 (dtype bf16) over a bf16 or fp8 cache: an FP8-KV prefill is
+    the kv_dtype fp8 rows (there are no dtype fp8 MLA prefill rows, where the reader used to fall back to
+    the card's flat η). H100 vLLM (FlashMLA), 128 heads, batch 1, 4,096 tokens:
+    η = 2 × 128 × (192 + 128) × 4096 × 4097 / 2 / peak / t."""
+    tables = perfdb.load_default()
+    assert not rows("mla_prefill", dtype="fp8")
+    r = rows("mla_prefill", gpu="h100_sxm", backend="vllm", kv_dtype="fp8", num_heads=128, batch=1, isl_tokens=4096)[0]
+    assert r["dtype"] == "bf16"
+    curve = perfdb.prefill_attention_curve(tables, "h100_sxm", "vllm", "fp8", True, 128, 128, 192, H100_BW, H100_FP8)
+    assert_allclose(curve(4096), 2 * 128 * 320 * 4096 * 4097 / 2 / H100_FP8 / float(r["latency_s"]), rtol=1e-12)
+    assert "prefill attention bf16, KV fp8" in curve.source

@@ -360,7 +360,8 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
         moe_tp, moe_ep = (1.0, gpus) if par.expert_parallel else (gpus, 1.0)
         effs["expert_gemms"] = pick("expert GEMMs", perfdb.moe_curve(
             tables, gpu, engine, moe_dtype, card.hidden_size, inter, cost.experts_per_token, cost.num_experts,
-            moe_tp, moe_ep, bw, peak_of(moe_dtype)))
+            moe_tp, moe_ep, bw, peak_of(moe_dtype), dispatch=par.alltoall if par.expert_parallel else "table",
+            redundant=float(par.redundant_experts)))
     else:
         effs["expert_gemms"] = flat
     group = card.layer_groups[0]
