@@ -134,12 +134,27 @@ def parse_bandwidth(text: str | int | float) -> float:
     return value
 
 
+def split_items(text: str, *, what: str = "value") -> list[str]:
+    """``'4k, 32k,128k'`` → ``['4k', '32k', '128k']``: every comma-separated item, stripped.
+
+    Every list flag reads its items here, so every one refuses the same way: an empty list, or
+    an empty item (``8,,16``, a trailing ``8,``), is an error naming the flag, with the list
+    without its empty items as the did-you-mean (an empty item is a typo, never "skip").
+    """
+    raw = str(text)
+    items = [item.strip() for item in raw.split(",")]
+    kept = [item for item in items if item]
+    if not kept:
+        raise UnitError(f"empty {what} list '{raw}'", "give one value or a comma-separated list")
+    if len(kept) < len(items):
+        raise UnitError(f"{what}: the list '{raw}' has an empty item",
+                        f"did you mean '{','.join(kept)}'? separate the values with single commas")
+    return kept
+
+
 def parse_list(text: str, parse, *, what: str = "value") -> list:
-    """``'4k,32k,128k'`` → [4096, 32768, 131072] using ``parse`` for each item."""
-    items = [item for item in str(text).split(",") if item.strip()]
-    if not items:
-        raise UnitError(f"empty {what} list '{text}'", "give one value or a comma-separated list")
-    return [parse(item.strip()) for item in items]
+    """``'4k,32k,128k'`` → [4096, 32768, 131072] using ``parse`` for each item (:func:`split_items`)."""
+    return [parse(item) for item in split_items(text, what=what)]
 
 
 def format_bytes(n: float, *, binary: bool = True) -> str:

@@ -1,9 +1,11 @@
 """Shared fixtures: the CLI runner and the location of the shipped real traces.
 
-Self-contained tests: an audit hook (PEP 578) refuses every ``open()`` of a path beside the
-repository (anything under the repository's parent directory that is not inside the
-repository, the interpreter's prefix, site-packages or the temporary directory), so a test
-that reads a folder beside the checkout or a sibling checkout fails here as it would on a fresh clone.
+Self-contained tests: an audit hook (PEP 578) refuses every ``open()`` and every folder listing
+(``os.listdir``, ``os.scandir``, ``glob``) of a path beside the repository (anything under the
+repository's parent directory that is not inside the repository, the interpreter's prefix,
+site-packages or the temporary directory), so a test that reads a folder beside the checkout or a
+sibling checkout fails here as it would on a fresh clone, even where the test swallows the error
+(the session's exit status is set at its end).
 ``.ci/run`` runs the suite this way; ``KVPLAN_TESTS_MAY_READ_OUTSIDE=1`` turns the hook off.
 """
 
@@ -40,8 +42,13 @@ TEMP_IS_PARENT = os.path.realpath(tempfile.gettempdir()).rstrip(os.sep) + os.sep
 OUTSIDE_READS: list[str] = []
 
 
+# opening a file, and listing a folder (a glob over a folder beside the checkout finds nothing on a
+# fresh clone, so a test parametrized over it would pass with no cases)
+WATCHED_EVENTS = frozenset({"open", "os.listdir", "os.scandir", "glob.glob"})
+
+
 def _audit(event: str, args) -> None:
-    if event != "open" or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
+    if event not in WATCHED_EVENTS or not args or not isinstance(args[0], (str, bytes, os.PathLike)):
         return
     path = os.fsdecode(args[0])
     if not os.path.isabs(path):

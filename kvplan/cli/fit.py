@@ -92,8 +92,8 @@ def fit_command(
     seqs = None if given["seq"] is None else parse_ints(given["seq"], "--max-model-len")
     batches = parse_ints(batch, "--batch")
     result = fit_from_names(
-        model, hardware, seqs, batches, parse_names(given["kv_dtype"] or "auto"),
-        parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1, parse_names(engine),
+        model, hardware, seqs, batches, parse_names(given["kv_dtype"] or "auto", "--kv-dtype"),
+        parse_ints(given["tp"] or "1", "--tp"), given["pp"] or 1, parse_names(engine, "--engine"),
         allow_long_context=allow_long_context, warn_concurrency=given["max_num_seqs"] is not None,
         weights_dtype=given["weights_dtype"] or "auto", gpu_memory_utilization=given["gpu_memory_utilization"],
         block_size=given["block_size"], max_num_batched_tokens=given["max_num_batched_tokens"],

@@ -224,7 +224,7 @@ FLAG_RANGES: dict[str, tuple[float, float, bool]] = {
     "link_efficiency": (0, 1, _OPEN), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
     "cached_prefix_fraction": (0, 1, _CLOSED), "arrival_cv": (0, 1000, _CLOSED), "rag_zipf": (0, 100, _CLOSED),
     "rate": (0, 1e9, _OPEN), "qps": (0, 1e9, _OPEN), "decode_batch": (0, 1 << 20, _OPEN),
-    "spec_draft_layers": (0, 4096, _OPEN),
+    "spec_draft_layers": (0, 4096, _OPEN), "instances": (1, 100_000, _CLOSED),
 }
 # byte-size options where zero means nothing sensible (--gpu-memory 0 was silently ignored)
 POSITIVE_SIZES = {"gpu_memory": "--gpu-memory", "kv_cache_memory": "--kv-cache-memory",

@@ -31,10 +31,17 @@ def _float_list(text: str) -> list[float]:
 
     def one(item: str) -> float:
         try:
-            return float(item.rstrip("x×"))
+            value = float(item.rstrip("x×"))
         except ValueError:
             raise InputError(f"--scale: cannot read '{item}'", "write multipliers as 2,5,10") from None
+        if value > MAX_SCALE:  # 1e308 × the rate overflowed to an infinite --qps
+            raise InputError(f"--scale {item} is more than the {MAX_SCALE:,.0f}× kvplan accepts",
+                             "rate multipliers for the scale-out table, e.g. --scale 2,5,10")
+        return value
     return parse_list(text, one, what="--scale")
+
+
+MAX_SCALE = 1e6
 
 
 def plan_command(

@@ -9,8 +9,7 @@ import typer
 from kvplan.cli.options import (BatchOpt, BlockOpt, CardsOpt, EngineOpt, ExplainOpt, FormatOpt, KVDtypeOpt,
                                 MaxBatchedTokensOpt, OutputOpt, PPOpt, SeqOpt, TPOpt, cards_dirs, emit)
 from kvplan.plans.build import size_from_names
-from kvplan.errors import InputError
-from kvplan.units import parse_list, parse_tokens
+from kvplan.units import parse_list, parse_tokens, split_items
 
 
 def parse_ints(text: str, what: str) -> list[int]:
@@ -18,10 +17,7 @@ def parse_ints(text: str, what: str) -> list[int]:
 
 
 def parse_names(text: str, what: str = "--kv-dtype/--engine") -> list[str]:
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
-        raise InputError(f"empty {what} list '{text}'", "give one name or a comma-separated list, e.g. bf16,fp8")
-    return names
+    return split_items(text, what=what)
 
 
 def size_command(
@@ -40,7 +36,8 @@ def size_command(
     cards: CardsOpt = None,
 ) -> None:
     """KV-cache size: per token (one copy), per GPU (with replication), per sequence, in total."""
-    result = size_from_names(model, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"), parse_names(kv_dtype),
-                             parse_ints(tp, "--tp"), pp, parse_names(engine), block_size=block_size,
+    result = size_from_names(model, parse_ints(seq, "--seq"), parse_ints(batch, "--batch"),
+                             parse_names(kv_dtype, "--kv-dtype"), parse_ints(tp, "--tp"), pp,
+                             parse_names(engine, "--engine"), block_size=block_size,
                              max_num_batched_tokens=max_num_batched_tokens, cards=cards_dirs(cards))
     emit(result, fmt, output, explain)

@@ -118,6 +118,11 @@ class Parallelism:
         if card.moe is None:
             raise InputError(f"--enable-expert-parallel: {card.name} is a dense model (no routed experts)",
                              "drop --enable-expert-parallel for dense models")
+        if r > card.moe.num_experts * (self.ep - 1):
+            raise InputError(f"--ep-redundant-experts {r}: ep = {self.ep} ranks hold at most "
+                             f"{card.moe.num_experts * (self.ep - 1)} replicas of {card.name}'s "
+                             f"{card.moe.num_experts} experts (every expert on every rank)",
+                             "EPLB adds a few replicas of the hottest experts, e.g. 32 over EP144 for 256 experts")
         if (card.moe.num_experts + r) % self.ep:
             extra = f" + {r} redundant" if r else ""
             raise InputError(f"--enable-expert-parallel: ep = tp × dp = {self.ep} does not divide {card.name}'s "

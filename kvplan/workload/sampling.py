@@ -15,7 +15,12 @@ import math
 
 import numpy as np
 
+from kvplan.errors import InputError
 from kvplan.workload.traces import Trace, make_trace
+
+# prompt block ids a sampled workload may hold: 32M int64 ids (256 MiB; ~1.4 GB at the peak of
+# prompt_blocks' index arrays), above 100,000 requests of a 128k-token prompt in 512-token blocks (25.6M)
+MAX_PROMPT_BLOCKS = 32 * 2**20
 
 
 def sample_workload(workload: "Workload", n_requests: int, rng: np.random.Generator | int | None = 0) -> Trace:
@@ -50,6 +55,12 @@ def sample_workload(workload: "Workload", n_requests: int, rng: np.random.Genera
     flat = arrival.ravel()
     order = np.flatnonzero(flat >= 0)
     order = order[np.argsort(flat[order], kind="stable")][:n_requests]
+    blocks = float(np.ceil(prompt.ravel()[order] / workload.block_tokens).sum())
+    if blocks > MAX_PROMPT_BLOCKS:  # a 1M-token --shared-prefix × 100k requests held 195M block ids (7.9 GB)
+        raise InputError(f"{n_requests:,} sampled requests hold {blocks:,.0f} prompt blocks of "
+                         f"{workload.block_tokens} tokens, more than the {MAX_PROMPT_BLOCKS:,} kvplan keeps in memory",
+                         "lower --sample, or shorten --isl / --shared-prefix (a prompt longer than the model's "
+                         "context is refused anyway)")
     offsets, ids = prompt_blocks(prompt.ravel()[order], session[order], workload.shared_prefix_tokens,
                                  workload.block_tokens)
     return make_trace(flat[order], prompt.ravel()[order], output.ravel()[order],

@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvplan.errors import InputError
-from kvplan.units import parse_tokens
+from kvplan.units import parse_tokens, split_items
 from kvplan.workload.sampling import sample_workload
 
 Z = NormalDist()
@@ -171,7 +171,7 @@ def parse_length(text: str) -> Fixed | LogNormal:
     if "=" not in text:
         return Fixed(value=parse_tokens(text))
     fields: dict[str, int] = {}
-    for item in (part.strip() for part in text.split(",") if part.strip()):
+    for item in split_items(text, what="length distribution"):
         key, _, value = item.partition("=")
         fields[key.strip().lower()] = parse_tokens(value.strip())
     if set(fields) == {"mean", "p99"}:

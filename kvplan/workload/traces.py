@@ -36,7 +36,7 @@ import numpy as np
 
 from kvplan.errors import InputError
 from kvplan.textsafe import one_line
-from kvplan.units import MAX_TOKENS
+from kvplan.units import MAX_TOKENS, split_items
 
 FORMATS = ("auto", "azure", "mooncake", "csv")
 MAX_SPAN_S = 10 * 366 * 86400.0  # ten years of arrivals: far beyond any published trace
@@ -150,7 +150,7 @@ def parse_columns(text: str | dict | None) -> dict[str, str] | None:
     if text is None or isinstance(text, dict):
         return text
     mapping = {}
-    for item in (part.strip() for part in text.split(",") if part.strip()):
+    for item in split_items(text, what="--columns"):
         key, sep, column = item.partition("=")
         if not sep or key.strip() not in AZURE_COLUMNS or not column.strip():
             raise InputError(f"cannot read column mapping '{item}'",

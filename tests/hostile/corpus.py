@@ -23,6 +23,7 @@ GRID = (ROOT / "examples" / "grids" / "dense.yaml").read_text(encoding="utf-8")
 CALIBRATION = ROOT / "tests" / "data" / "calibration" / "llama-3.1-8b-h100-sxm-synthetic.csv"
 MOONCAKE_LINE = '{"timestamp": 0, "input_length": 1000, "output_length": 100, "hash_ids": [1, 2]}'
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
+ROUTE_TRACE = ROOT / "tests" / "data" / "traces" / "mooncake_conversation_head200.jsonl"
 
 
 @dataclass
@@ -343,6 +344,7 @@ def build(root: Path) -> list[Case]:
         add(Case(f"trace-mooncake:{name}", ["workload", path], isolate=name == "deep"))
         add(Case(f"trace-tier:{name}", ["tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--trace", path, "--no-pd"],
                  isolate=name == "deep"))
+        add(Case(f"trace-route:{name}", ["route", path, "--cache-tokens", "1M"], isolate=name == "deep"))
 
     # ------------------------------------------------------------------ calibration CSV
     cal_header = CALIBRATION.read_text(encoding="utf-8").splitlines()[0]
@@ -410,6 +412,37 @@ def build(root: Path) -> list[Case]:
         ("plan", [m, hw], "--max-num-seqs", ["0", "-5"]),
         ("plan", [m, hw], "--tpot", ["p99<=50"]),
         ("plan", [m, hw], "--qps", ["-1", "0"]),
+        # the options added with the per-operator model, attention DP / EP and the closed loop
+        ("plan", [m, hw], "--perf-model", ["bogus", ""]), ("pd", [m, hw], "--perf-model", ["roof"]),
+        ("tier", [m], "--perf-model", ["operator"]), ("latency", [m, hw], "--perf-model", ["x"]),
+        ("plan", [m, hw], "--concurrency", ["8,,16", "16,", "0", "-1", "1000000000", "abc", ","]),
+        ("report", [ROOT / "examples" / "plans" / "llama70b-h100-pass.yaml"], "--concurrency", ["8,,16", "0"]),
+        ("plan", [m, hw], "--max-utilization", ["0", "1.5", "nan", "1"]), ("pd", [m, hw], "--max-utilization", ["0", "2"]),
+        ("plan", [m, hw], "--gpu-cost", ["h100-sxm=-1", "h100-sxm=nan", "h100-sxmm=2", "2.4", "h100-sxm=2,", "=2"]),
+        ("pd", [m, hw], "--gpu-cost", ["h100-sxm=0", "h100-sxm=2,,h20=1"]),
+        ("plan", [m, hw], "--tp", ["1,,2", "0", "x"]), ("plan", [m, hw], "--dp", ["2"]),
+        ("pd", ["mixtral-8x7b", hw, "--enable-expert-parallel"], "--prefill-dp", ["0", "1,,2", "abc", "-1"]),
+        ("pd", ["mixtral-8x7b", hw, "--enable-expert-parallel"], "--decode-dp", ["0", "3x"]),
+        ("pd", ["mixtral-8x7b", hw, "--enable-expert-parallel"], "--ep-redundant-experts", ["-1", "10"]),
+        ("plan", ["mixtral-8x7b", hw, "--enable-expert-parallel"], "--ep-redundant-experts", ["-1", "10"]),
+        ("plan", [m, hw], "--ep-redundant-experts", ["8"]),
+        ("latency", ["mixtral-8x7b", hw, "--enable-expert-parallel", "--tp", "2"], "--ep-redundant-experts",
+         ["-1", "10", "x"]),
+        ("latency", ["mixtral-8x7b", hw, "--enable-expert-parallel", "--tp", "2"], "--expert-imbalance",
+         ["0", "0.5", "nan", "inf", "3", "1e308"]),
+        ("latency", [m, hw], "--dp", ["0", "-2"]),
+        ("plan", [m, hw], "--scale", ["1e308", "inf", "2,,5", "-2"]),
+        ("plan", [m, hw, "--concurrency", "8"], "--instances", ["1000000000", "0"]),
+        # route: a real trace excerpt, then the flag
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--policy", ["bogus", "random,,round-robin", ","]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--instances", ["0", "100000000", "2,,4", "x"]),
+        ("route", [ROUTE_TRACE], "--cache-tokens", ["-1", "abc", "1M,,2M"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--service-time", ["5", "-1s", "infs"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--balance-abs-threshold", ["-1"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--hash-balance-factor", ["0.5", "nan"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--cache-threshold", ["2", "-0.1"]),
+        ("route", [ROUTE_TRACE, m, hw], "--tp", ["0", "3x"]),
+        ("route", [ROUTE_TRACE, "--cache-tokens", "1M"], "--chart", ["route.txt"]),
     ]
     base = {
         "workload": ["--rate", "5", "--isl", "2k", "--osl", "256", "--sample", "1000"],
@@ -426,7 +459,8 @@ def build(root: Path) -> list[Case]:
                 del rest[i:i + 2]
             target = out / f"{command}{flag}-{len(cases)}.json"
             huge = "e" in value.lower() or len(value.lstrip("-")) >= 7
-            add(Case(f"flag:{command} {flag} {value!r}", [*args, *rest, flag, value, "-o", target], outputs=[target],
+            out_flag = "--out" if command == "report" else "-o"
+            add(Case(f"flag:{command} {flag} {value!r}", [*args, *rest, flag, value, out_flag, target], outputs=[target],
                      isolate=huge))
 
     # ------------------------------------------------------------------ output paths
@@ -460,6 +494,10 @@ def build(root: Path) -> list[Case]:
     for label, args in (("unknown-option", ["size", m, "--bogus"]), ("missing-arg", ["fit"]),
                         ("bad-int", ["size", m, "--pp", "two"]), ("unknown-command", ["sizee"]),
                         ("cards-show-format", ["cards", "show", m, "--format", "xml"]),
-                        ("schema-kind", ["schema", "nonsense"]), ("format", ["size", m, "--format", "xml"])):
+                        ("schema-kind", ["schema", "nonsense"]), ("format", ["size", m, "--format", "xml"]),
+                        ("two-batch-overlap-value", ["pd", m, hw, *base["pd"], "--two-batch-overlap", "yes"]),
+                        ("two-batch-overlap-equals", ["latency", m, hw, "--two-batch-overlap=2"]),
+                        ("route-one-positional-too-many", ["route", ROUTE_TRACE, m]),
+                        ("route-no-cache", ["route", ROUTE_TRACE]), ("route-nothing", ["route"])):
         add(Case(f"usage:{label}", args))
     return cases

@@ -296,7 +296,8 @@ def _check_inputs(workload, shape, engine, max_gpus, max_utilization) -> None:
     if max_gpus is not None and max_gpus < 1:
         raise InputError(f"--max-gpus must be >= 1 (got {max_gpus})", "the GPU budget of the whole fleet")
     if not 0 < max_utilization < 1:
-        raise InputError(f"--max-utilization must be in (0, 1) (got {max_utilization})", "e.g. 0.9")
+        raise InputError(f"--max-utilization must be in (0, 1) for plan (got {max_utilization})",
+                         "plan's instances queue requests, and a queue at utilisation 1 never drains; e.g. 0.9")
 
 
 def _check_context(card, workload, allow_long_context) -> None:

@@ -20,11 +20,12 @@ def parse_gpu_cost(text: str | None, cards: tuple = ()) -> dict[str, float]:
     if text is None or not str(text).strip():
         return {}
     from kvplan.cards.loader import load_hardware
+    from kvplan.units import split_items
 
     hint = "write --gpu-cost as HARDWARE=PRICE pairs per GPU-hour, e.g. --gpu-cost h100-sxm=2.4,h20=1.0"
     out: dict[str, float] = {}
-    for item in str(text).split(","):
-        name, sep, price = item.strip().partition("=")
+    for item in split_items(text, what="--gpu-cost"):
+        name, sep, price = item.partition("=")
         if not sep or not name.strip():
             raise InputError(f"--gpu-cost: cannot read '{item.strip()}'", hint)
         try:

@@ -93,6 +93,17 @@ def candidate_shapes(card, hw, tps, pps, system=None, dps=None, expert_parallel:
                          "add --enable-expert-parallel (vLLM: -dp D --enable-expert-parallel), or drop --dp")
     node = int(getattr(system, "node_accelerators", None) or system.accelerators) if system is not None else None
     refused: list[KvplanError] = []
+    if ep_dp1:  # a shape whose EP ranks cannot hold the replicas is skipped, as in the DP search below
+        checked = []
+        for shape in shapes:
+            try:
+                shape.parallelism().check(card)
+            except KvplanError as exc:
+                refused.append(exc)
+                dropped.append(f"plan tp={shape.tp} skipped: {exc.message}")
+                continue
+            checked.append(shape)
+        shapes = checked
     for d in wanted:
         for tp in ok:
             g = tp * d

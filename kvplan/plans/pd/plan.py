@@ -310,7 +310,7 @@ def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: boo
             f"{card.name} does not fit the {what} hardware {side.hardware.name} at any "
             f"{'shape in ' + str([x.label() for x in ok]) if any(x.dp > 1 for x in ok) else 'TP in ' + str(sorted(ok_tps))}"
             f": {at} the weights take {format_bytes(worst.memory.weights_bytes_per_gpu)} per GPU of "
-            f"{format_bytes(worst.memory.gpu_memory_bytes)} and leave no KV memory",
+            f"{format_bytes(worst.memory.gpu_memory_bytes)}" + _reserves(worst.memory) + " and leave no KV memory",
             f"{wider}quantise the weights (--weights-dtype fp8), or choose a GPU with more memory")
     for t, dep in resolved.items():
         if t not in deps:
@@ -463,3 +463,12 @@ def _plan_of(setup: Setup, workload: PDWorkload, outcome: Outcome, scenario: str
 
 
 __all__ = ["PDSettings", "plan_pd", "TPS", "SCENARIOS"]
+
+
+def _reserves(memory) -> str:
+    """', the engine's reserves (activation …) take X': named when they, not the weights, fill the GPU."""
+    reserves = memory.activation_bytes + memory.non_torch_bytes + memory.cudagraph_bytes
+    if memory.weights_bytes_per_gpu >= memory.utilization * memory.gpu_memory_bytes:
+        return ""  # the weights alone fill the engine's share of the GPU
+    return (f", the engine's reserves take {format_bytes(reserves)} (activation peak "
+            f"{format_bytes(memory.activation_bytes)}: --chunk-size / --max-num-batched-tokens, --max-num-seqs)")

@@ -106,6 +106,14 @@ def check_parallelism(card: ModelCard, hw: HardwareCard, tps, dp: int, expert_pa
                 "system cards; those with a nic link) or add the NIC with its source to the card")
         if expert_parallel:
             slots = card.moe.num_experts + redundant_experts
+            if redundant_experts > card.moe.num_experts * (gpus - 1):
+                raise InputError(f"--ep-redundant-experts {redundant_experts}: EP size {gpus} holds at most "
+                                 f"{card.moe.num_experts * (gpus - 1)} replicas of {card.name}'s "
+                                 f"{card.moe.num_experts} experts (every expert on every rank)",
+                                 "EPLB adds a few replicas of the hottest experts, e.g. 32 over EP144 for 256 experts")
+            if imbalance is not None and imbalance > gpus:
+                raise InputError(f"--expert-imbalance {imbalance:g} exceeds EP size {gpus} (TP {tp} × DP {dp})",
+                                 "the hottest rank gets at most every routed token: 1 <= λ <= TP × DP")
             if slots % gpus:
                 need = (-card.moe.num_experts) % gpus
                 raise InputError(
