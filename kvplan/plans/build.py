@@ -20,14 +20,18 @@ import itertools
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from kvplan.calc.kv import kv_layout
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
-from kvplan.plans.deployment import (Deployment, EngineSettings, ModelLayout, Parallelism, node_hardware, resolve,
-                                     resolve_cards)
-from kvplan.plans.sizing.fit import Overrides
+from kvplan.plans.layout import ModelLayout
 from kvplan.plans.sizing.size import as_list
+
+if TYPE_CHECKING:  # imported where used: kvplan size needs none of the deployment machinery
+    from kvplan.plans.deployment import Deployment, EngineSettings
+    from kvplan.plans.sizing.fit import Overrides
 
 
 def model_card(model: str | ModelCard, cards: tuple[Path, ...] = ()) -> ModelCard:
@@ -53,12 +57,17 @@ def model_layouts(model: str | ModelCard, kv_dtype="auto", tp=1, pp=1, engine="v
 def fit_deployments(model: str | ModelCard, hardware: str | HardwareCard, kv_dtype="auto", tp=1, pp: int = 1,
                     engine="vllm", *, weights_dtype: str = "auto", gpu_memory_utilization: float | None = None,
                     block_size: int | None = None, max_num_batched_tokens: int | None = None,
-                    max_num_seqs: int | None = None, overrides: Overrides = Overrides(),
+                    max_num_seqs: int | None = None, overrides: Overrides | None = None,
                     cards: tuple[Path, ...] = ()) -> list[Deployment]:
     """One :class:`Deployment` per (KV dtype, tp, engine) of the given values, cards loaded once (kvplan fit's rows).
 
-    ``max_num_seqs`` None: vLLM's default 256; ``max_num_batched_tokens`` None: vLLM's 8192.
+    ``max_num_seqs`` None: vLLM's default 256; ``max_num_batched_tokens`` None: vLLM's 8192;
+    ``overrides`` None: none (``Overrides()``).
     """
+    from kvplan.plans.deployment import EngineSettings, Parallelism, resolve, resolve_cards
+    from kvplan.plans.sizing.fit import Overrides
+
+    overrides = Overrides() if overrides is None else overrides
     card = model_card(model, cards)
     hw, sys_card = resolve_cards(hardware, None, cards)
     out = []
@@ -73,16 +82,20 @@ def fit_deployments(model: str | ModelCard, hardware: str | HardwareCard, kv_dty
 
 
 def step_deployments(model: str | ModelCard, hardware: str | HardwareCard, tp: int | Sequence[int] = 1, *,
-                     system: str | None = None, engine: EngineSettings = EngineSettings(), ep: int = 1, dp: int = 1,
+                     system: str | None = None, engine: EngineSettings | None = None, ep: int = 1, dp: int = 1,
                      expert_parallel: bool = False, redundant_experts: int = 0, perf_model: str = "operators",
                      cards: tuple[Path, ...] = ()) -> list[Deployment]:
     """One :class:`Deployment` per TP for ``kvplan latency`` / ``calibrate``, all sharing one roofline cost.
 
     The parallel inputs are checked first with latency's own rules (:func:`parallel_layout`: the
     legacy ``--ep N`` is ``--tp 1 --dp N --enable-expert-parallel`` under the per-operator model),
-    so an impossible layout is the same error whichever door it comes through.
+    so an impossible layout is the same error whichever door it comes through. ``engine`` None:
+    the default settings (``EngineSettings()``).
     """
+    from kvplan.plans.deployment import EngineSettings, Parallelism, node_hardware, resolve, resolve_cards
     from kvplan.plans.sizing.latency import parallel_layout
+
+    engine = EngineSettings() if engine is None else engine
 
     card = model_card(model, cards)
     hw, sys_card = resolve_cards(hardware, system, cards)
@@ -128,6 +141,7 @@ def latency_from_names(model, hardware, isl=2048, osl=256, batch=1, tp=1, *, ep=
     """
     import dataclasses
 
+    from kvplan.plans.deployment import EngineSettings
     from kvplan.plans.sizing.efficiency import Efficiencies
     from kvplan.plans.sizing.latency import latency
 
@@ -144,6 +158,7 @@ def latency_from_names(model, hardware, isl=2048, osl=256, batch=1, tp=1, *, ep=
 def calibrate_from_names(model, hardware, measurements, tp=1, *, ep=1, kv_dtype="auto", weights_dtype="auto",
                          engine="vllm", cards: tuple[Path, ...] = (), **planner):
     """``kvplan calibrate`` from names: the rows read, a deployment per TP in them, then the calibration."""
+    from kvplan.plans.deployment import EngineSettings
     from kvplan.plans.sizing.calibrate import calibrate, read_measurements
 
     rows = read_measurements(Path(measurements), tp)

@@ -36,6 +36,7 @@ from kvplan.cards.loader import load_hardware_and_system, load_model, load_syste
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
 from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
 from kvplan.errors import InputError
+from kvplan.plans.layout import ModelLayout  # noqa: F401 (re-exported: size's hardware-free layout)
 from kvplan.plans.links import node_hardware
 from kvplan.plans.sizing.fit import EngineMemory, Overrides, engine_memory, gpu_utilization
 from kvplan.plans.sizing.efficiency import Efficiencies
@@ -265,19 +266,6 @@ class Deployment:
     def step_notes(self) -> tuple[str, ...]:
         """The machine's defaults and the step-time model's (which efficiencies each operator took)."""
         return tuple(dict.fromkeys([*self.machine_notes, *self.steps.notes]))
-
-
-@dataclass(frozen=True)
-class ModelLayout:
-    """The part of a deployment that needs no hardware: a model's KV layout under one engine, KV dtype, TP × PP.
-
-    What ``kvplan size`` takes; a :class:`Deployment` has the same ``model``, ``profile`` and
-    ``layout`` and serves wherever a ``ModelLayout`` does.
-    """
-
-    model: ModelCard
-    profile: EngineProfile
-    layout: KVLayout
 
 
 def resolve_cards(hardware: str | HardwareCard | None, system: str | SystemCard | None,
