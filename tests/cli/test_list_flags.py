@@ -179,3 +179,33 @@ def test_every_input_file_a_readme_example_names_ships_with_the_repository():
     assert named, "the README's examples read no file"
     missing = [w for w in named if not (ROOT / w).is_file()]
     assert not missing, f"README examples read files that are not in the repository: {missing}"
+
+
+@pytest.mark.parametrize("signame,code", [("SIGTERM", 128 + 15), ("SIGINT", 130)])
+def test_a_signal_during_a_real_sweep_leaves_no_temporary_file(tmp_path, signame, code):
+    # the case: a sweep killed while it writes left a 20-40 MB .tmp beside the target
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("models: [llama-3.1-8b, llama-3.1-70b]\nhardware: [h100-sxm, a100-80gb]\n"
+                    "seq: {start: 1k, stop: 128k, num: 1000}\nbatch: {start: 1, stop: 256, num: 100}\n"
+                    "kv_dtype: [bf16, fp8]\ntp: [1, 2, 4, 8]\n", encoding="utf-8")  # 3.2M points: seconds to write
+    target = tmp_path / "out.csv"
+    sig = getattr(signal, signame)
+    proc = subprocess.Popen([sys.executable, "-m", "kvplan", "sweep", grid, "-o", target], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.csv*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sweep ended before its temporary file was seen"
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml"], "a file was left behind"
+    assert "Traceback" not in stderr
