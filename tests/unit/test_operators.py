@@ -296,6 +296,10 @@ def test_latency_charges_the_sourced_dp_imbalance_and_takes_an_override():
     assert_allclose(kernels(row), 37_912 / 34_140 * kernels(balanced), rtol=1e-9)
     with pytest.raises(InputError, match="--dp-imbalance"):
         latency_from_names("deepseek-v3", "h200", dp_imbalance=0.5, **args)
+    # the busiest rank does at most the whole step: λ_dp ≤ dp (1e308 once printed Infinity)
+    for too_big in (1e308, 8.5):
+        with pytest.raises(InputError, match="exceeds --dp 8"):
+            latency_from_names("deepseek-v3", "h200", dp_imbalance=too_big, **args)
 
 
 def test_engine_profiles_say_what_their_sources_say_of_host_work():

@@ -172,6 +172,9 @@ def resolve_dp_imbalance(dp: int, given: float | None, notes: list[str]) -> floa
         if not (1.0 <= given < math.inf):
             raise InputError(f"--dp-imbalance must be >= 1 (got {given})",
                              "busiest attention-DP rank's step work over the mean; 1 = perfectly balanced")
+        if given > max(dp, 1):
+            raise InputError(f"--dp-imbalance {given:g} exceeds --dp {dp}",
+                             "the busiest rank does at most all of the step's work: 1 <= λ_dp <= DP")
         return float(given)
     if dp <= 1:
         return 1.0
