@@ -94,16 +94,7 @@ def candidate_shapes(card, hw, tps, pps, system=None, dps=None, expert_parallel:
     node = int(getattr(system, "node_accelerators", None) or system.accelerators) if system is not None else None
     refused: list[KvplanError] = []
     if ep_dp1:  # a shape whose EP ranks cannot hold the replicas is skipped, as in the DP search below
-        checked = []
-        for shape in shapes:
-            try:
-                shape.parallelism().check(card)
-            except KvplanError as exc:
-                refused.append(exc)
-                dropped.append(f"plan tp={shape.tp} skipped: {exc.message}")
-                continue
-            checked.append(shape)
-        shapes = checked
+        shapes = [shape for shape in shapes if _holds(shape, card, f"tp={shape.tp}", refused, dropped)]
     for d in wanted:
         for tp in ok:
             g = tp * d
@@ -118,19 +109,27 @@ def candidate_shapes(card, hw, tps, pps, system=None, dps=None, expert_parallel:
                                f"{node_hw.name} has no NIC card (pass --system with one)")
                 continue
             shape = Shape(tp, 1, d, True, _redundant(card, tp * d, True, redundant_experts))
-            try:
-                shape.parallelism().check(card)
-            except KvplanError as exc:
-                refused.append(exc)
-                dropped.append(f"plan {label} skipped: {exc.message}")
-                continue
-            shapes.append(shape)
+            if _holds(shape, card, label, refused, dropped):
+                shapes.append(shape)
     if not shapes and refused:
         raise refused[0]
     if redundant_experts and not any(s.expert_parallel for s in shapes):
         raise InputError("--ep-redundant-experts needs expert parallelism",
                          "add --enable-expert-parallel, or a --dp above 1 (searched with EP)")
     return shapes, dropped
+
+
+def _holds(shape: Shape, card, label: str, refused: list, dropped: list) -> bool:
+    """Whether the shape's parallelism passes its checks; a refusal is kept and named as a skipped shape."""
+    from kvplan.errors import KvplanError
+
+    try:
+        shape.parallelism().check(card)
+    except KvplanError as exc:
+        refused.append(exc)
+        dropped.append(f"plan {label} skipped: {exc.message}")
+        return False
+    return True
 
 
 def _redundant(card, ep: int, expert_parallel: bool, given: int | None) -> int:
