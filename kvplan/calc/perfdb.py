@@ -194,20 +194,14 @@ IN_NODE_EP = 8
 # H800 SXM5 with NVCC 12.8: deepseek-ai/DeepGEMM README at commit 55ab91f72f76e8a6db0e86282c3169a88d93df1b
 # (2025-03-25, "Update performance"; the last README with the per-shape tables), "Grouped GEMMs for MoE
 # models (masked layout)" (decode, DeepEP low-latency) and "(contiguous layout)" (prefill, DeepEP normal).
-# (layout, groups, m per group, N, K, TFLOPS); N x K = 4096 x 7168 is an expert's gate+up projection
-# (2 x 2048 by hidden 7168), 7168 x 2048 its down projection.
-DEEPGEMM_H800 = (
-    ("masked", 4, 256, 4096, 7168, 932e12), ("masked", 4, 256, 7168, 2048, 815e12),
-    ("masked", 2, 512, 4096, 7168, 1040e12), ("masked", 2, 512, 7168, 2048, 916e12),
-    ("masked", 1, 1024, 4096, 7168, 1233e12), ("masked", 1, 1024, 7168, 2048, 925e12),
-    ("contiguous", 8, 4096, 4096, 7168, 1346e12), ("contiguous", 8, 4096, 7168, 2048, 1214e12),
-    ("contiguous", 4, 8192, 4096, 7168, 1346e12), ("contiguous", 4, 8192, 7168, 2048, 1214e12),
-)
+# The rows live in kvplan/data/deepseek_h800_kernels.csv (kvplan.calc.deepseek_kernels.grouped_rows): (groups,
+# m per group, N, K, FLOP/s); N x K = 4096 x 7168 is an expert's gate+up projection (2 x 2048 by hidden 7168),
+# 7168 x 2048 its down projection.
 DEEPGEMM_SOURCE = ("DeepGEMM FP8 grouped GEMMs on H800 SXM5 (deepseek-ai/DeepGEMM README @55ab91f: masked layout "
                    "m 256-1024 per expert, contiguous 4096-8192)")
 # Tables whose GPU is the H800's die and HBM (H100 SXM: 3.35 TB/s HBM3, same tensor cores; H800 SXM runs them
 # through STAND_INS): DeepGEMM's H800 times hold for them in both the memory- and the compute-bound rows.
-DEEPGEMM_GPUS = frozenset({"h100_sxm"})
+DEEPGEMM_GPUS = frozenset({"h100_sxm", "h800_sxm"})   # h800_sxm: the DeepSeek H800 profile (no table)
 
 
 def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: float, slots: float, bw: float,
@@ -226,8 +220,10 @@ def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: floa
     """
     if gpu not in DEEPGEMM_GPUS or dtype != "fp8_block" or hidden != 7168 or abs(inter - 2048) > 0.5:
         return None
+    from kvplan.calc.deepseek_kernels import grouped_rows
+
     by_m: dict[float, list] = {}
-    for _layout, groups, m, n, k, flops_per_s in DEEPGEMM_H800:
+    for groups, m, n, k, flops_per_s in grouped_rows("masked") + grouped_rows("contiguous"):
         by_m.setdefault(float(m), [groups, 0.0])[1] += 2.0 * groups * m * n * k / flops_per_s
     sizes, eta = [], []
     for m, (groups, t) in sorted(by_m.items()):
@@ -383,6 +379,6 @@ def load_default() -> PerfTables | None:
     return PerfTables(DATA) if (DATA / "gemm.csv").exists() else None
 
 
-__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "deepgemm_curve", "DEEPGEMM_H800", "IN_NODE_EP",
+__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
            "STAND_INS"]
