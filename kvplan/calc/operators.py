@@ -69,7 +69,7 @@ class Parallel:
     redundant_experts: int = 0
     imbalance: float = 1.0          # hottest EP rank's routed tokens / the mean
     dp_imbalance: float = 1.0       # hottest attention-DP rank's step work / the mean (the lock step waits for it)
-    overlap_comm: bool = False      # two-batch overlap or --overlap-comm: comm hidden behind compute
+    overlap_comm: bool = False      # overlap: here the bound max(kernels, comm); planners: calc.overlap (two halves)
     # the EP all-to-all's kernels: "deepep" (vLLM / SGLang wide EP: kvplan.calc.alltoall) or "generic" (an
     # engine with its own kernels, TensorRT-LLM: k bf16 copies per token split over the links)
     alltoall: str = "deepep"

@@ -202,6 +202,14 @@ DEEPGEMM_SOURCE = ("DeepGEMM FP8 grouped GEMMs on H800 SXM5 (deepseek-ai/DeepGEM
 # Tables whose GPU is the H800's die and HBM (H100 SXM: 3.35 TB/s HBM3, same tensor cores; H800 SXM runs them
 # through STAND_INS): DeepGEMM's H800 times hold for them in both the memory- and the compute-bound rows.
 DEEPGEMM_GPUS = frozenset({"h100_sxm", "h800_sxm"})   # h800_sxm: the DeepSeek H800 profile (no table)
+# H200 SXM: the same GH100 tensor cores (989 / 1,979 dense TFLOPS BF16 / FP8) with 4.8 TB/s HBM3e instead of
+# 3.35 TB/s HBM3 (NVIDIA H200 datasheet; kvplan's h200 card). Nobody publishes DeepGEMM's grouped GEMMs on it; the
+# table's EP rows time one rank fed every token of the instance (above), which DeepEP dispatch does not do. So its
+# η is DeepGEMM's H800 η taken against the H800's own SOL (3.35 TB/s, 1,978 TFLOPS FP8: the h800-sxm card) and
+# applied to the H200's: compute-bound rows keep their time, memory-bound rows reach the same share of the faster
+# HBM (an assumption, said in the source; the kvplan-wide reading of a flat η on any card).
+TRANSFER_GPUS = {"h200_sxm": "H200"}
+H800_BW, H800_FP8 = 3.35e12, 1978e12
 
 
 def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: float, slots: float, bw: float,
@@ -216,10 +224,15 @@ def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: floa
     DeepGEMM's time at its shapes. The curve's sizes are the tokens entering the layer, ``n = m × slots / k``.
     Outside m 256-8192 η is held at the end value: below 256 the kernel is memory-bound and reads the same
     weights in no more time, above 8192 it is compute-bound at DeepGEMM's plateau. None where DeepGEMM's rows
-    do not apply: another GPU, weights other than 128-block FP8, an expert shape other than 7168 x 2048.
+    do not apply: another GPU, weights other than 128-block FP8, an expert shape other than 7168 x 2048. On H200
+    (:data:`TRANSFER_GPUS`) the η is taken against the H800's SOL and applied to the H200's.
     """
-    if gpu not in DEEPGEMM_GPUS or dtype != "fp8_block" or hidden != 7168 or abs(inter - 2048) > 0.5:
+    if (gpu not in DEEPGEMM_GPUS and gpu not in TRANSFER_GPUS) or dtype != "fp8_block" or hidden != 7168 \
+            or abs(inter - 2048) > 0.5:
         return None
+    transfer = TRANSFER_GPUS.get(gpu)
+    if transfer:                     # η against the H800's own SOL, applied to this GPU's (see TRANSFER_GPUS)
+        bw, peak = H800_BW, H800_FP8
     from kvplan.calc.deepseek_kernels import grouped_rows
 
     by_m: dict[float, list] = {}
@@ -231,8 +244,10 @@ def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: floa
         sol = max(groups * expert_params * BYTES[dtype] / bw, 2.0 * groups * m * expert_params / peak)
         sizes.append(m * slots / topk)
         eta.append(min(sol / t, 1.0))
+    moved = (f"; η transferred to {transfer} (same tensor cores, HBM3e: memory-bound rows at the same share of its "
+             "bandwidth; not measured on it)") if transfer else ""
     return Curve(tuple(sizes), tuple(eta), f"{DEEPGEMM_SOURCE}; tokens per local expert n k / {slots:g} "
-                                           f"under DeepEP dispatch, EPLB-balanced ranks")
+                                           f"under DeepEP dispatch, EPLB-balanced ranks{moved}")
 
 
 def _moe_rows_curve(rows: dict, dtype: str, bw: float, peak: float, backend: str) -> Curve | None:
