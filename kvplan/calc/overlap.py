@@ -49,8 +49,9 @@ def _staged(cost, machine, shapes: Shapes, op: dict, comm_half, tokens_half, gpu
     Per micro-batch (totals over the MoE layers): G attention GEMMs, A core attention, S shared experts, M routed
     experts, D dispatch, C combine. Decode (5 stages, "ATTN-0" = MLA projections, "ATTN-1" = core attention):
     dispatch runs beside the other micro-batch's SHARED + ATTN-0, combine beside its ATTN-1, nothing beside MLP:
-    2 [max(S + G, D) + M + max(A, C)]. Prefill: COMBINE₀ beside ATTN₁ + SHARED₀, DISPATCH₁ beside ATTN₀, DISPATCH₀
-    beside MLP₁, COMBINE₁ beside MLP₀ + SHARED₁: max(G + A + S, C) + max(G + A, D) + max(M, D) + max(M + S, C).
+    2 [max(S + G, D) + M + max(A, C)]. Prefill: COMBINE₀ beside ATTN₁ + SHARED₀, DISPATCH₁ beside ATTN₀,
+    DISPATCH₀ beside MLP₁, COMBINE₁ beside MLP₀ + SHARED₁:
+    max(G + A + S, C) + max(G + A, D) + max(M, D) + max(M + S, C).
     The dense layers' attention and MLPs, the LM head and any TP all-reduce run on their own, twice.
     """
     fp8 = machine.compute_dtype == "fp8"

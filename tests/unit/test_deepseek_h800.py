@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvplan.calc import deepseek_kernels as dk
-from kvplan.calc.efficiency import Curve, Flat
 from kvplan.plans import deployment
 from kvplan.plans.deployment import Parallelism
 from kvplan.plans.sizing.efficiency import Efficiencies

@@ -5,7 +5,10 @@ Precedence for each operator's efficiency (every default taken is named in the n
 1. ``--eta-mem`` / ``--eta-flops`` given: every operator runs at those (flat, as the roofline).
 2. A per-kernel table row for this GPU and dtype (:mod:`kvplan.calc.perfdb`, measured
    latencies of NVIDIA's aiconfigurator database): η(size) = SOL / measured, interpolated.
-3. Otherwise the hardware card's η_mem / η_flops (its ``efficiency.flops_by_dtype`` for the
+3. On an H800 SXM card (no aiconfigurator tables): DeepSeek's own published H800 kernel figures
+   (DeepGEMM's GEMMs, FlashMLA's decode kernel; :mod:`kvplan.plans.sizing.deepseek_profile`) for the
+   operators they measure.
+4. Otherwise the hardware card's η_mem / η_flops (its ``efficiency.flops_by_dtype`` for the
    compute dtype where present), else kvplan's defaults, flat.
 
 Engine profiles (:data:`ENGINE_PERF`) carry what differs between vLLM, SGLang and TensorRT-LLM
