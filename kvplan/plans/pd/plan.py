@@ -167,6 +167,8 @@ def plan_pd(
                    decode_tp, cached_prefix_fraction, LinkOverride(link_bandwidth_bytes_per_s, link_efficiency,
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
+    if overlap_comm:
+        deployment.check_two_batch_overlap(setup.card)
     setup.overlap_comm = bool(overlap_comm)
     setup.notes.append(utilization_note(max_utilization))
     setup.max_utilization, setup.gpu_cost = float(max_utilization), (dict(gpu_cost) if gpu_cost else None)
