@@ -301,6 +301,8 @@ _OPEN, _CLOSED = False, True
 # --osl 200 --simulate: 10,000 requests 2.2 s, 100,000 requests 14 s end to end with the scale-out rows,
 # on 2 shared CPU cores); 1,000,000 took over 120 s. The bound keeps a run within about 15 s.
 MAX_SIM_REQUESTS = 100_000
+# an efficiency is a share of a peak: below 0.1% no device runs (--eta-mem 2e-320 made every time infinite, NaN TPOT)
+MIN_EFFICIENCY = 0.001
 OVER_LIMIT_HINTS = {
     "sim_requests": f"pass at most {MAX_SIM_REQUESTS:,}: the replay costs ~0.13 ms a request "
                     "(100,000 requests: 14 s measured with the scale-out rows; the default 10,000: 2 s)",
@@ -312,8 +314,8 @@ FLAG_RANGES: dict[str, tuple[float, float, bool]] = {
     "sim_requests": (1, MAX_SIM_REQUESTS, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
     "nodes": (1, 100_000, _CLOSED), "rag_docs": (1, 100_000_000, _CLOSED), "prefill_instances": (1, 100_000, _CLOSED),
     "decode_instances": (1, 100_000, _CLOSED), "max_gpus": (1, 10_000_000, _CLOSED), "hash_blocks": (1, 1 << 20, _CLOSED),
-    "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (0, 1, _OPEN), "eta_flops": (0, 1, _OPEN),
-    "link_efficiency": (0, 1, _OPEN), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
+    "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (MIN_EFFICIENCY, 1, _CLOSED),
+    "eta_flops": (MIN_EFFICIENCY, 1, _CLOSED), "link_efficiency": (MIN_EFFICIENCY, 1, _CLOSED), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
     "cached_prefix_fraction": (0, 1, _CLOSED), "arrival_cv": (0, 1000, _CLOSED), "rag_zipf": (0, 100, _CLOSED),
     "rate": (0, 1e9, _OPEN), "qps": (0, 1e9, _OPEN), "decode_batch": (0, 1 << 20, _OPEN),
     "spec_draft_layers": (0, 4096, _OPEN), "instances": (1, 100_000, _CLOSED),
@@ -349,6 +351,9 @@ _UPPER_OPEN = {"cached_prefix_fraction"}
 
 
 def _range_message(name: str, flag: str, value, low, high, closed) -> tuple[str, str]:
+    if high == 1 and low == MIN_EFFICIENCY:
+        return (f"{flag} must be in [{low:g}, 1] (got {value})",
+                "an efficiency is the share of the peak reached, e.g. 0.8; below 0.001 nothing runs")
     if high == 1 and low == 0:
         interval = f"{'[' if closed else '('}0, 1{')' if name in _UPPER_OPEN else ']'}"
         return f"{flag} must be in {interval} (got {value})", f"pass a fraction in {interval}"

@@ -152,3 +152,17 @@ def test_route_output_follows_the_extension(tmp_path):
     md = tmp_path / "route.md"
     assert run_inprocess(["route", ROUTE_TRACE, "--cache-tokens", "1M", "-o", md], env=NO_CI).exit_code == 0
     assert md.read_text(encoding="utf-8").lstrip().startswith(("|", "#", "**"))
+
+
+@pytest.mark.parametrize("flag, value", [("--eta-flops", "2e-320"), ("--eta-mem", "1e-300"), ("--eta-mem", "0.0009")])
+def test_efficiency_below_a_thousandth_refused(flag, value):
+    """--eta-flops 2e-320 (found by the fuzz) made every time infinite and TPOT NaN with exit 0."""
+    res = run_inprocess(["latency", "llama-3.1-8b", "h100-sxm", flag, value], env=NO_CI)
+    assert_refused(res)
+    assert f"{flag} must be in [0.001, 1] (got {value if 'e' not in value else float(value)})" in res.stderr
+
+
+def test_efficiency_of_a_thousandth_answers_finite():
+    rows, _ = _json(["latency", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "16", "--eta-flops", "0.001",
+                     "--eta-mem", "0.001"])
+    assert all(0 < row["tpot_s"] < float("inf") for row in rows)
