@@ -182,8 +182,8 @@ SweepOutputOpt = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write FILE.csv or FILE.parquet (whole or not at all); CSV to stdout if absent.")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
 # --perf-model reads like --engine: any case, and the spellings the help and docs use
-PERF_MODEL_ALIASES = {"operators": "operators", "operator": "operators", "per-operator": "operators",
-                      "per_operator": "operators", "peroperator": "operators", "roofline": "roofline"}
+PERF_MODEL_ALIASES = {"operators": "operators", "per-operator": "operators", "per_operator": "operators",
+                      "roofline": "roofline"}
 
 
 def perf_model_name(text: str | None) -> str | None:
