@@ -26,8 +26,9 @@ C combine (:func:`kvplan.calc.alltoall.ep_alltoall`) — the MoE layers take::
     prefill   max(G + A + S, C) + max(G + A, D) + max(M, D) + max(M + S, C)
 
 and the dense layers' attention and MLPs, the LM head and any TP all-reduce run on their own, twice; one
-host overhead per step. Without a DeepEP all-to-all (TP all-reduces, another engine's all-to-all) the other
-micro-batch's kernels hide the communication of the layers that have it:
+host overhead per step. Where there is nothing to hide (no communication) or nothing to split (a decode
+batch of fewer than 2 sequences per rank) the pass is one batch. Without a DeepEP all-to-all (TP
+all-reduces, another engine's all-to-all) the other micro-batch's kernels hide the communication of the layers that have it:
 ``max(s K, C) + (1 − s) K + K_lm + overhead`` (K both halves' kernels but the LM head, C their
 communication, s = L_moe / L with EP, 1 without). The floor is the whole pass's.
 """
@@ -93,7 +94,7 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
                          **{k: (np.asarray(v, dtype=np.float64) / 2 if k in ("chunk_kv_bytes", "chunk_attention_flops")
                                 else v) for k, v in kw.items()})
     whole = operator_pass(cost, machine, par=one, tokens=tokens, kv_bytes=kv_bytes, attention_flops=attention_flops,
-                          lm_head_rows=lm_head_rows, batch=batch, phase=phase, times_only=True,
+                          lm_head_rows=lm_head_rows, batch=batch, phase=phase,
                           **{k: v for k, v in kw.items() if k != "clamped"})
     ep = par.expert_parallel and cost.is_moe
     share = PREFILL_COMPUTE_SM_SHARE if (ep and par.alltoall == "deepep" and phase == "prefill") else 1.0
@@ -114,18 +115,30 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
         s = cost.moe_layers / cost.layers if ep else 1.0
         body = 2.0 * (ops.sum(axis=0) - name["lm_head"])
         time_s = np.maximum(s * body, comm) + (1.0 - s) * body + 2.0 * name["lm_head"] + overhead
-    shape = np.broadcast_shapes(np.shape(time_s), np.shape(whole.floor_s))
-    time_s = np.broadcast_to(time_s, shape)
+    # One batch where there is nothing to overlap or nothing to split: no communication to hide (day 6: the
+    # overlap is "to hide communication costs"), or a decode batch of fewer than 2 sequences per rank.
+    split = np.asarray(comm, dtype=np.float64) > 0
+    if phase != "prefill":
+        split = split & (b / np.maximum(dp, 1.0) >= 2.0)
+    shape = np.broadcast_shapes(np.shape(time_s), np.shape(whole.time_s), np.shape(split))
+    split = np.broadcast_to(split, shape)
+    time_s = np.where(split, np.broadcast_to(time_s, shape), np.broadcast_to(whole.time_s, shape))
     if times_only:
         return PassTimes(time_s, np.broadcast_to(whole.floor_s, shape))
 
-    def full(x):
-        return np.broadcast_to(np.asarray(x, dtype=np.float64), shape).copy()
+    def full(two, one_batch):
+        return np.where(split, np.broadcast_to(np.asarray(two, dtype=np.float64), shape),
+                        np.broadcast_to(np.asarray(one_batch, dtype=np.float64), shape))
 
-    return PassCost(full(2.0 * half.weight_bytes), full(2.0 * half.kv_bytes), full(2.0 * half.flops),
-                    np.broadcast_to(op_memory, (len(OP_NAMES), *shape)).copy(),
-                    np.broadcast_to(op_compute, (len(OP_NAMES), *shape)).copy(), full(comm), full(overhead),
-                    full(time_s), full(whole.floor_s), full(half.experts_touched), np.ones(shape))
+    ops_shape = (len(OP_NAMES), *shape)
+    return PassCost(full(2.0 * half.weight_bytes, whole.weight_bytes), full(2.0 * half.kv_bytes, whole.kv_bytes),
+                    full(2.0 * half.flops, whole.flops),
+                    np.where(split, np.broadcast_to(op_memory, ops_shape), np.broadcast_to(whole.op_memory_s, ops_shape)),
+                    np.where(split, np.broadcast_to(op_compute, ops_shape),
+                             np.broadcast_to(whole.op_compute_s, ops_shape)),
+                    full(comm, whole.comm_s), full(overhead, whole.overhead_s), time_s.copy(),
+                    np.broadcast_to(whole.floor_s, shape).copy(), full(half.experts_touched, whole.experts_touched),
+                    np.ones(shape))
 
 
 __all__ = ["two_batch_pass", "PREFILL_COMPUTE_SM_SHARE"]
