@@ -260,7 +260,21 @@ def render(results) -> tuple[str, dict]:
               "rows) against the post's 8.94. The 1.2 ms "
               "(H100) and 1.6 ms (B200) per-step gap stays unexplained by any published operator figure; whether vLLM "
               "0.19.1 ran the same MoE kernels as the 0.24.0 collector, and its per-step host time, are not published. "
-              "These twelve batch-1 rows are twelve of the sixteen MoE scoring rows and set the group's bias.",
+              "These twelve batch-1 rows are twelve of the 27 scored MoE rows.",
+              "- *SGLang cookbook speed benchmarks* (sgl-project/sgl-cookbook at 7b5bd9c, `sglang.bench_serving` at one "
+              "request in flight, the runs' mean lengths, every such run on a GPU and model kvplan has a card for): "
+              "mean TPOT is kvplan's batch-1 step within −6 … −5 % for DeepSeek-R1-0528 FP8 on 8×B200 TP8 (three runs), "
+              "−19 % for Qwen3-235B-A22B BF16 on 8×B200 TP8, +30 % for gpt-oss-120b on 8×B200 TP8 (kvplan slower; not broken down here), −43 % for "
+              "Qwen3-Next-80B-A3B (hybrid Gated DeltaNet layers) and −10 % for Llama-3.1-70B on 8×A100 TP8; DeepSeek-V3.1 on "
+              "8×MI300X TP8 (SGLang 0.5.7) measures 23.8–24.9 ms where kvplan's flat-η MI300X step is 2.9 ms (−88 %): no "
+              "MI300X per-operator table ships, as for the dense MI300X rows. Kimi-K2 with `--dp 4 --enable-dp-attention` is "
+              "recorded but not scored (at one request in flight one attention-DP rank works and three idle; kvplan's DP "
+              "step is lock-step and equally loaded). GLM-4.6's runs are not added: its test environment lists four GPUs "
+              "(B200, MI300X, MI325X, MI355X) and the results do not say which one ran. Their mean TTFTs are taken at the "
+              "client over HTTP and carry a per-request cost kvplan's prefill pass does not hold (gpt-oss-120b: 33.7 ms "
+              "measured for 332 prompt tokens, kvplan 11.6 ms; Qwen3-235B: 99 → 140 ms from 610 to 4,194 tokens where "
+              "kvplan's prefill goes 40 → 100 ms); no public figure sizes that cost, so nothing is charged, and these "
+              "rows set the prefill group's bias (−28 … −95 %).",
               "- *A wide-EP decode instance* (LMSYS, DeepSeek-V3 on 9×8 H100, SGLang with DeepEP low-latency, "
               "two-batch overlap and EPLB, 256 sequences per GPU at KV length 2,000; scored as a decode-only "
               "`--dp 72 --enable-expert-parallel --ep-redundant-experts 32 --system hgx-h100-8` step, "
