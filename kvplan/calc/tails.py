@@ -58,14 +58,30 @@ def lognormal_from_moments(mean, variance):
     return np.log(m) - sigma2 / 2.0, np.sqrt(sigma2)
 
 
-def lognormal_mixture_cdf(t, mu, sigma):
-    """``mean_j Φ((ln t − μ_j)/σ_j)``: equally weighted lognormals (σ_j = 0 is a point mass at e^μ_j)."""
+def distinct(points):
+    """(values, weights) of equally likely points: the distinct values and the share of points at each.
+
+    A mixture over equally likely points equals the weighted mixture over the distinct ones (a fixed
+    length gives one value, not 256): the CDFs below take ``weights`` to evaluate each value once.
+    """
+    values, counts = np.unique(np.asarray(points, dtype=np.float64).ravel(), return_counts=True)
+    return values, counts / counts.sum()
+
+
+def _average(values, weights):
+    """The mean over the last axis, or with ``weights`` (summing to 1) the weighted mean."""
+    return values.mean(axis=-1) if weights is None else values @ weights
+
+
+def lognormal_mixture_cdf(t, mu, sigma, weights=None):
+    """``mean_j Φ((ln t − μ_j)/σ_j)``: equally weighted lognormals (σ_j = 0 is a point mass at e^μ_j);
+    ``weights``: the lognormals' shares instead (:func:`distinct`)."""
     t = np.asarray(t, dtype=np.float64)[..., None]
     mu, sigma = np.asarray(mu, dtype=np.float64), np.asarray(sigma, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (np.log(np.maximum(t, 1e-300)) - mu) / sigma
     z = np.where(sigma > 0, z, np.where(np.log(np.maximum(t, 1e-300)) >= mu, np.inf, -np.inf))
-    return normal_cdf(z).mean(axis=-1)
+    return _average(normal_cdf(z), weights)
 
 
 def tandem_wait_cdf(x, c1, theta1, c2, theta2):
@@ -93,8 +109,9 @@ def tandem_wait_cdf(x, c1, theta1, c2, theta2):
     return np.where(x < 0, 0.0, np.clip(cdf, 0.0, 1.0))
 
 
-def wait_plus_service_cdf(t, service_points, c1, theta1, c2, theta2, heavy=None):
-    """``P(W1 + W2 + S <= t)`` with S equally likely to be each of ``service_points``.
+def wait_plus_service_cdf(t, service_points, c1, theta1, c2, theta2, heavy=None, weights=None):
+    """``P(W1 + W2 + S <= t)`` with S equally likely to be each of ``service_points`` (with ``weights``:
+    S is ``service_points[j]`` with probability ``weights[j]``, :func:`distinct`).
 
     ``heavy(x)``, when given, is a subexponential tail for the waits, ``P(W1 + W2 > x) >= heavy(x)``
     (see :func:`equilibrium_tail`): the CDF is capped at ``1 − heavy``.
@@ -104,7 +121,7 @@ def wait_plus_service_cdf(t, service_points, c1, theta1, c2, theta2, heavy=None)
     cdf = tandem_wait_cdf(x, c1, theta1, c2, theta2)
     if heavy is not None:
         cdf = np.where(x < 0, 0.0, np.minimum(cdf, 1.0 - np.minimum(heavy(np.maximum(x, 0.0)), 1.0)))
-    return cdf.mean(axis=-1)
+    return _average(cdf, weights)
 
 
 def equilibrium_tail(samples):
