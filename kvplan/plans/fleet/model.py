@@ -84,6 +84,9 @@ QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 RESIDUAL_POINTS = 16  # equally likely points of the residual step an arrival waits for
+BRACKET_ROUNDS = 5    # vectorised bracketing rounds before the percentiles' bisection (tails.invert_cdf), for
+BRACKET_MAX_POINTS = 256  # a TTFT of at most this many distinct service times (beyond, each candidate costs as much
+                          # as a bisection step, and the plain bisection is cheaper)
 TAIL_POINTS = 4096    # equally likely prompt lengths behind the prefill wait's heavy tail
 
 
@@ -217,7 +220,8 @@ class FleetModel:
         wanted = [s for s in stats if s != "mean"]
         if wanted:
             qs = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, mu, sigma, n_weights),
-                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24)
+                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24,
+                                  rounds=BRACKET_ROUNDS, jumps=np.exp(mu[sigma == 0]))
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
 
@@ -358,7 +362,8 @@ class FleetModel:
         if wanted:
             qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy, weights),
                                   [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi,
-                                  iterations=28)
+                                  iterations=28, jumps=service,
+                                  rounds=BRACKET_ROUNDS if service.size <= BRACKET_MAX_POINTS else 0)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
 
