@@ -60,3 +60,17 @@ def test_latency_rows_are_copied_verbatim(make_validation, tmp_path, monkeypatch
     latency.write_text("| model | GPU | measured | kvplan |\n|---|---|---|---|\n| a | b | 1 ms | 1.1 ms |\n")
     page = make_validation.render(run_real_caches=False)
     assert latency.read_text().rstrip("\n") in make_validation.sections(page)["latency"]
+
+
+def test_perf_validation_page_and_error_bands_are_up_to_date(capsys):
+    """Section (e) and the error bands `kvplan latency` prints are regenerated from the live model.
+
+    A change to the step model or to the measurement rows must come with
+    ``python benchmarks/perf_validation.py``: otherwise the page and the printed bands
+    describe an older model.
+    """
+    spec = importlib.util.spec_from_file_location("perf_validation", ROOT / "benchmarks" / "perf_validation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    assert module.main(["--check"]) == 0, capsys.readouterr().out
