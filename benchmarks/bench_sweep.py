@@ -17,13 +17,20 @@ An in-process figure for the evaluation alone (no writing) comes first. kvplan's
 written first (as an install does; see bench_size.compile_package), so that start-up measures
 kvplan rather than the compiler under ``PYTHONDONTWRITEBYTECODE=1``.
 
-Run: python benchmarks/bench_sweep.py [--disk] [--points-scale 0.1] [--runs 3] [--format csv|parquet|both]
+``--stages`` adds the CPU seconds of each stage of the Parquet path, each the best of a few runs
+(start-up: the imports of a fresh interpreter; then, in process: the per-combination setup up to
+the first block, the evaluation, the Arrow tables, the Parquet encoder), and the wall-clock floor
+they imply on this machine's cores: the start-up and setup run first, alone; evaluation, tables and
+encoding overlap (three threads), so they take at least max(encoder, their sum / cores).
+
+Run: python benchmarks/bench_sweep.py [--disk] [--points-scale 0.1] [--runs 3] [--format csv|parquet|both] [--stages]
 (prints figures; nothing asserted)
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -49,6 +56,72 @@ def evaluate(path: Path) -> None:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     print(f"evaluation only (in process, no writing): {rows:,} points in {wall:.2f} s wall / {cpu:.2f} s CPU "
           f"= {rows / wall / 1e6:.2f} M points/s wall, {rows / cpu / 1e6:.2f} M points/s CPU")
+
+
+STARTUP_IMPORTS = ("import kvplan.cli, kvplan.cli.sweep, kvplan.plans.check.sweep, kvplan.plans.check.sweep_write, "
+                   "kvplan.plans.sizing.perfmodel, kvplan.plans.sizing.latency_ops, pyarrow.parquet")
+
+
+def _child_cpu(code: str, runs: int = 5) -> float:
+    """Best CPU seconds (user + system) of ``python -c code`` over ``runs`` fresh processes."""
+    best = math.inf
+    for _ in range(runs):
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, _, usage = os.wait4(child.pid, 0)
+        best = min(best, usage.ru_utime + usage.ru_stime)
+    return best
+
+
+def _stage_child(path: Path, out: Path) -> None:
+    """One pass of the Parquet path's stages in this (fresh) process; prints their CPU seconds as JSON."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from kvplan.plans.check.sweep import sweep_stream
+    from kvplan.plans.check.sweep_format import arrow_schema, block_table
+    from kvplan.plans.check.sweep_write import parquet_options
+
+    c0 = time.process_time()
+    stream = sweep_stream(path)
+    stream.empty()
+    c1 = time.process_time()
+    blocks = list(stream)
+    c2 = time.process_time()
+    schema = arrow_schema(stream.column_names)
+    tables = [block_table(block, schema) for block in blocks]
+    c3 = time.process_time()
+    with pq.ParquetWriter(out, schema, **parquet_options(stream.column_names)) as writer:
+        for table in tables:
+            writer.write_table(table)
+    c4 = time.process_time()
+    print(json.dumps({"rows": sum(b.rows for b in blocks), "setup": c1 - c0, "evaluation": c2 - c1,
+                      "tables": c3 - c2, "encoder": c4 - c3}))
+
+
+def stages(path: Path, out: Path, runs: int = 3) -> None:
+    """CPU seconds per stage of the Parquet path (each the best of ``runs`` fresh processes) and the floor."""
+    import json
+
+    interpreter, startup = _child_cpu("pass"), _child_cpu(STARTUP_IMPORTS)
+    best = {"setup": math.inf, "evaluation": math.inf, "tables": math.inf, "encoder": math.inf}
+    for _ in range(runs):
+        text = subprocess.run([sys.executable, __file__, "--stage-child", str(path), str(out)], check=True,
+                              capture_output=True, text=True).stdout
+        figures = json.loads(text.strip().splitlines()[-1])
+        rows = figures.pop("rows")
+        for key, value in figures.items():
+            best[key] = min(best[key], value)
+    out.unlink()
+    cores = os.cpu_count() or 1
+    serial = startup + best["setup"]
+    overlapped = best["evaluation"] + best["tables"] + best["encoder"]
+    floor = serial + max(best["encoder"], overlapped / cores)
+    print(f"stages (CPU s, best of {runs} fresh processes): interpreter alone {interpreter:.2f}; start-up imports "
+          f"{startup:.2f} (interpreter included); " + "; ".join(f"{k} {v:.2f}" for k, v in best.items()))
+    print(f"floor on {cores} idle cores: {serial:.2f} s alone + max(encoder {best['encoder']:.2f}, "
+          f"{overlapped:.2f} / {cores}) = {floor:.2f} s wall = {rows / floor / 1e6:.2f} M points/s; "
+          f"5M points/s would need {rows / 5e6:.2f} s")
 
 
 def run_once(path: Path, out: Path) -> tuple[int, float, float, float, int]:
@@ -90,7 +163,11 @@ def main() -> None:
     parser.add_argument("--points-scale", type=float, default=1.0, help="fraction of the 1,000 lengths")
     parser.add_argument("--runs", type=int, default=1, help="runs per format (best wall, best CPU)")
     parser.add_argument("--format", choices=["csv", "parquet", "both"], default="both")
+    parser.add_argument("--stages", action="store_true", help="CPU seconds per stage of the Parquet path, and the floor")
+    parser.add_argument("--stage-child", nargs=2, metavar=("GRID", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.stage_child:
+        return _stage_child(Path(args.stage_child[0]), Path(args.stage_child[1]))
     sys.path.insert(0, str(Path(__file__).parent))
     from bench_size import compile_package
 
@@ -103,6 +180,8 @@ def main() -> None:
         evaluate(grid)
         for suffix in ("csv", "parquet") if args.format == "both" else (args.format,):
             command(grid, Path(tmp) / f"out.{suffix}", max(1, args.runs))
+        if args.stages:  # after the commands: a forked child's peak RSS counts this process's pages until exec
+            stages(grid, Path(tmp) / "stages.parquet")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,24 @@ class _Progress:
             self.bar.stop()
 
 
+def _one_malloc_arena() -> None:
+    """glibc only: the sweep's threads (evaluation, formatting, writing) share one malloc arena.
+
+    A block is allocated on one thread and freed on another; with an arena per thread (glibc's
+    default) the freed pages are not reused by the thread that allocates next, and every block
+    faults in fresh pages. ``mallopt(M_ARENA_MAX, 1)`` (mallopt(3); the MALLOC_ARENA_MAX tunable)
+    before the threads start: on the 4M-point grid of benchmarks/bench_sweep.py to Parquet,
+    ~70,000 → ~50,000 page faults, 0.32 → 0.26 s system time, peak RSS ~220 → ~198 MiB (median of
+    alternated runs). Elsewhere (another libc) nothing happens.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(-8, 1)  # M_ARENA_MAX (malloc.h)
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
 def sweep_command(
     grid: Annotated[Path, typer.Argument(help="Grid file (YAML): models, hardware, seq, batch, kv_dtype, tp, pp, engine.")],
     output: SweepOutputOpt = None,
@@ -63,6 +81,8 @@ def sweep_command(
     if result.empty():
         reasons = "; ".join(r for r, _ in result.skipped[:MAX_LISTED_REASONS])
         raise InputError(f"no valid point in {grid}: {reasons}", "fix the grid (see the reasons), or pass fewer values")
+    if output is not None:
+        _one_malloc_arena()
     progress = _Progress(f"evaluating and writing {spec.points:,} points")
     try:
         write_sweep(result, output, progress=lambda done, _: progress(done, spec.points), stream=sys.stdout)
