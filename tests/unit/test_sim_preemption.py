@@ -113,19 +113,23 @@ def test_reserve_never_preempts_and_waits_for_the_whole_context(steps):
     assert r.preemptions == 0 and r.ttft_s[1] == pytest.approx(a_done + t_a, rel=1e-9)
 
 
-@settings(max_examples=60, deadline=None)
-@given(policy=st.sampled_from(["recompute", "recompute_v0", "retract"]),
+@settings(max_examples=300, deadline=None)
+@given(policy=st.sampled_from(["recompute", "recompute_v0", "retract", "reserve"]),
        c=st.integers(2, 24), isl=st.integers(50, 600), osl=st.integers(20, 400), pool_seqs=st.floats(1.2, 6.0),
        more=st.floats(1.05, 4.0))
 def test_more_kv_never_slows_a_closed_loop(steps, policy, c, isl, osl, pool_seqs, more):
-    # fixed-length closed loop: a larger pool never lowers throughput or raises the mean TTFT (1% slack for the
-    # step times' batch dependence). The preemption count is not monotone: a larger pool admits more at once,
-    # which can preempt more often and still finish sooner.
+    # fixed-length closed loop: a larger pool never lowers throughput (1% slack; 5% for SGLang, whose
+    # new_token_ratio estimate can admit more than the larger pool then holds, and retract: c = 4, 50 + 20 tokens,
+    # a pool of 2.5 → 2.8 requests finishes 4% later) or raises the mean TTFT by more than one decode step of the
+    # whole loop (a prompt's first token waits for the step it joins, and a larger pool can put one more decoder
+    # in that step). The preemption count is not monotone: a larger pool admits more at once, which can preempt
+    # more often and still finish sooner.
     pool = pool_seqs * (isl + osl)
     kw = dict(prefill_first=policy == "retract", concurrency=c)
     n = 3 * c
     small = replay(steps, [isl] * n, [osl] * n, pool, policy, **kw)
     large = replay(steps, [isl] * n, [osl] * n, pool * more, policy, **kw)
     assert small.measured == large.measured == n
-    assert large.makespan_s <= small.makespan_s * 1.01
-    assert large.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + 1e-9
+    assert large.makespan_s <= small.makespan_s * (1.05 if policy == "retract" else 1.01)
+    one_step = steps.decode_base_s(c) + steps.decode_gamma_s(c) * c * (isl + osl)
+    assert large.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + one_step
