@@ -15,10 +15,13 @@ default, with the source of each rule beside it):
 - ``recompute_v0`` (vLLM V0): the same preemption; admission needs the whole prompt's KV with 1% of
   the pool kept free (the block manager's watermark).
 - ``retract`` (SGLang): a prompt is admitted while ``kv_p + min(OSL, 4096)·g`` fits in the free
-  KV less the decoders' remaining tokens × ``new_token_ratio`` (0.7, decaying by (0.7 − 0.098)/600 a
-  decode step to 0.098); when a decode step does not fit, decoders are retracted (fewest emitted
-  tokens first, then the longest prompt) until 20 steps of the rest fit, they join the queue's end,
-  and the ratio becomes (Σ emitted + 20·n)/Σ OSL of those left, at most 1.
+  KV less the decoders' remaining tokens × ``new_token_ratio`` (0.7 × ``schedule_conservativeness``,
+  decaying linearly over 600 decode steps to 0.14 of that); a prompt that does not fit sets
+  ``batch_is_full``, and no new prompt is tried until the running batch shrinks (a request ends or is
+  retracted); when a decode step does not fit, decoders are retracted (fewest emitted tokens first,
+  then the longest prompt) until 20 steps of the rest fit, they join the queue's end, and the ratio
+  becomes (Σ emitted + 20·n)/Σ OSL of those left, at most 1. ``--enable-dp-attention`` multiplies
+  the conservativeness by 0.3 (``server_args.py``).
 
 Prefix caching's reuse of a preempted request's freed blocks is not modelled (it is prefilled in full).
 """
@@ -32,12 +35,12 @@ import numpy as np
 PERCENTILES = (50, 90, 95, 99)
 KV_POLICIES = ("reserve", "recompute", "recompute_v0", "retract")
 V0_WATERMARK = 0.01          # vllm/core/block_manager.py: watermark=0.01 of the GPU blocks kept free at admission
-SGLANG_INIT_RATIO = 0.7      # python/sglang/global_config.py default_init_new_token_ratio (× schedule_conservativeness 1.0)
-SGLANG_MIN_RATIO = 0.7 * 0.14  # … × default_min_new_token_ratio_factor 0.14
-SGLANG_DECAY = (SGLANG_INIT_RATIO - SGLANG_MIN_RATIO) / 600  # … over default_new_token_ratio_decay_steps 600
+SGLANG_INIT_RATIO = 0.7      # python/sglang/global_config.py default_init_new_token_ratio (× schedule_conservativeness)
+SGLANG_MIN_FACTOR = 0.14     # … default_min_new_token_ratio_factor: the floor is init × 0.14
+SGLANG_DECAY_STEPS = 600     # … default_new_token_ratio_decay_steps: init → floor over 600 decode steps
 SGLANG_RETRACT_STEPS = 20    # global_config.retract_decode_steps
 SGLANG_CLIP = 4096           # schedule_policy.py CLIP_MAX_NEW_TOKENS_ESTIMATION
-RETRACT_RECHECK_STEPS = 32   # SGLang tries a prefill every step; the replay re-checks a waiting prompt this often
+SGLANG_DP_CONSERVATIVENESS = 0.3  # server_args.py: --enable-dp-attention multiplies schedule_conservativeness by 0.3
 # engine -> its KV policy (KV_POLICIES): how the engine admits and preempts
 ENGINE_KV_POLICY = {
     # vllm/v1/core/sched/scheduler.py schedule(): allocate_slots per step (prompt chunks, one decode token); when it
@@ -52,6 +55,11 @@ ENGINE_KV_POLICY = {
     # a request is scheduled only when its prompt + max new tokens fit (no eviction)
     "trtllm": "reserve",
 }
+
+
+def schedule_conservativeness(engine: str, dp: int) -> float:
+    """SGLang's effective ``--schedule-conservativeness``: 1.0, × 0.3 under ``--enable-dp-attention`` (dp > 1)."""
+    return SGLANG_DP_CONSERVATIVENESS if engine == "sglang" and dp > 1 else 1.0
 
 
 def engine_kv_policy(engine: str) -> str:
@@ -71,6 +79,7 @@ class SimConfig:
     prefill_first: bool = False     # a step with prompt tokens carries no decodes (SGLang; vLLM V0 unchunked)
     split_prompts: bool = True      # prompts chunked across steps (chunked prefill); else whole prompts only
     kv_policy: str = "reserve"      # KV admission and preemption (:data:`KV_POLICIES`, module docstring)
+    schedule_conservativeness: float = 1.0  # SGLang's --schedule-conservativeness (``retract``: the ratio's start)
 
 
 @dataclass

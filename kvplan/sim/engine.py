@@ -47,8 +47,8 @@ from collections import deque
 
 import numpy as np
 
-from kvplan.sim.config import (KV_POLICIES, RETRACT_RECHECK_STEPS, SGLANG_CLIP, SGLANG_DECAY, SGLANG_INIT_RATIO,
-                               SGLANG_MIN_RATIO, SGLANG_RETRACT_STEPS, V0_WATERMARK, SimConfig, SimResult)
+from kvplan.sim.config import (KV_POLICIES, SGLANG_CLIP, SGLANG_DECAY_STEPS, SGLANG_INIT_RATIO, SGLANG_MIN_FACTOR,
+                               SGLANG_RETRACT_STEPS, V0_WATERMARK, SimConfig, SimResult)
 from kvplan.sim.steps import StepModel
 
 def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig, prompt_kv_bytes=None) -> SimResult:
@@ -102,7 +102,11 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     T = [0.0] * n_inst                  # tokens the decoders read in their next step
     G = [0.0] * n_inst                  # KV bytes the decoders add per step
     kv_used = [0.0] * n_inst
-    ratio = [SGLANG_INIT_RATIO] * n_inst  # SGLang's new_token_ratio
+    init_ratio = min(SGLANG_INIT_RATIO * config.schedule_conservativeness, 1.0)  # scheduler.py Scheduler.__init__
+    min_ratio = min(init_ratio * SGLANG_MIN_FACTOR, 1.0)
+    decay = (init_ratio - min_ratio) / SGLANG_DECAY_STEPS
+    ratio = [init_ratio] * n_inst       # SGLang's new_token_ratio
+    full = [False] * n_inst             # SGLang's running_batch.batch_is_full
     finishing = [[] for _ in range(n_inst)]   # heap of (last step, request, admission number)
     order = [[] for _ in range(n_inst)]       # (request, admission number), oldest first: vLLM's running list
     decoders = [set() for _ in range(n_inst)]
@@ -163,6 +167,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
             state[r] = 3
             finish[r] = now
             ended(now)
+            full[i] = False  # update_running_batch: the batch shrank, so prefill is tried again
 
     def preempt(i: int, r: int) -> None:
         """Free ``r``'s KV and queue it again to be prefilled from scratch (prompt + the tokens it has emitted)."""
@@ -212,6 +217,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         live = sorted(decoders[i], key=lambda r: seq[r])  # batch order; ties keep it (a stable sort)
         live.sort(key=lambda r: (held(i, r)[1] - prompt[r], -prompt[r]), reverse=True)
         first_iter = True
+        full[i] = False
         while len(live) > 1 and (first_iter or pool - kv_used[i] < SGLANG_RETRACT_STEPS * G[i]):
             first_iter = False
             preempt(i, live.pop())
@@ -240,6 +246,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         if policy == "retract":
             estimate = total + grow[r] * min(output[r], SGLANG_CLIP)
             if estimate > room[0] and (b[i] or prefilling[i]):  # an idle engine runs it (else it never would)
+                full[i] = True  # PrefillAdder NO_TOKEN: batch_is_full until the running batch shrinks
                 return None
             room[0] -= estimate
         elif kv_used[i] + G[i] * (not prefill_first) + charge > pool - watermark:
@@ -281,7 +288,11 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         budget = budget_total - (0 if prefill_first else b[i]) - sum(p for _, p in chunks)
         q = queue[i]
         room = [sglang_room(i)] if policy == "retract" and q else [0.0]
-        while q and budget > 0 and b[i] + len(prefilling[i]) < cap and not (preempted and policy == "recompute"):
+        if policy == "retract" and q and b[i] + len(prefilling[i]) >= cap:
+            full[i] = True
+        latched = policy == "retract" and full[i] and not prefilling[i]  # get_new_batch_prefill returns None
+        while (q and budget > 0 and b[i] + len(prefilling[i]) < cap and not (preempted and policy == "recompute")
+               and not latched):
             r = q[0]
             if need[r] > pool:               # can never fit: the engine would reject it
                 q.popleft()
@@ -330,8 +341,6 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
             planned = top(i)[0] - k[i]
             if G[i] > 0:  # the steps whose KV still fits: Σ held + j × G <= pool
                 planned = max(1, min(planned, int(math.floor((pool - kv_used[i]) / G[i] * (1 + 1e-12)))))
-            if policy == "retract" and q:  # the queue's head is admitted once new_token_ratio has decayed enough
-                planned = min(planned, RETRACT_RECHECK_STEPS)
             d = base[b[i]]
             mode[i], current[i] = 2, (now, d, b[i], T[i], planned, G[i])
             schedule(i, now + run_length(d, b[i], T[i], planned))
@@ -380,7 +389,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
             T[i] += bb * planned
             kv_used[i] += grown * planned
             if policy == "retract":
-                ratio[i] = max(ratio[i] - SGLANG_DECAY * planned, SGLANG_MIN_RATIO)
+                ratio[i] = max(ratio[i] - decay * planned, min_ratio)
         max_seen = max(max_seen, b[i] + len(prefilling[i]))
         retire(i, now)
         start(i, now)  # the engine's next step is under way before a closed loop's replacements reach it …

@@ -42,11 +42,13 @@ def prefill_s(steps, lengths):
                               lengths, len(lengths))
 
 
-def replay(steps, isl, osl, pool, policy, *, prefill_first=False, concurrency=None, chunk=8192, batch=64):
+def replay(steps, isl, osl, pool, policy, *, prefill_first=False, concurrency=None, chunk=8192, batch=64,
+           arrival=None):
     isl, osl = np.asarray(isl), np.asarray(osl)
+    arrival = np.zeros(isl.size) if arrival is None else np.asarray(arrival, float)
     config = SimConfig(1, batch, chunk, float(pool), warmup_fraction=0.0, concurrency=concurrency,
                        prefill_first=prefill_first, kv_policy=policy)
-    return simulate(np.zeros(isl.size), isl, osl, (isl + osl).astype(float), steps, config,
+    return simulate(arrival, isl, osl, (isl + osl).astype(float), steps, config,
                     prompt_kv_bytes=isl.astype(float))
 
 
@@ -91,19 +93,30 @@ def test_vllm_v0_admits_a_whole_prompt_only_above_the_watermark(steps):
 
 
 def test_sglang_retracts_the_decoder_with_the_fewest_tokens(steps):
-    # prefill-first, pool 2000, A and B of 100 + 1000 tokens. new_token_ratio starts at 0.7: A's estimate
-    # 100 + 1000 fits (room 2000), B's does not beside it (900); after A's prefill B's room is
-    # 2000 − 100 − 0.7 × 999 = 1200.7 >= 1100, so B is prefilled in step 2 (A waits). Both then decode, 2 tokens of
-    # KV a step: after 900 steps the pool is full and B (as many tokens as A, admitted later) is retracted
-    # with 901 emitted (1,000 tokens of KV recomputed). A ends 99 steps later; B is prefilled again over 1,001
-    # tokens, emits its 902nd token and decodes the last 98 steps.
-    r = replay(steps, [100, 100], [1000, 1000], 2000, "retract", prefill_first=True)
+    # prefill-first, pool 2000, A and B of 100 + 1000 tokens, B sent 1 µs after A (during A's prefill).
+    # new_token_ratio starts at 0.7: after A's prefill B's room is 2000 − 100 − 0.7 × 999 = 1200.7 >= 100 + 1000,
+    # so B is prefilled in step 2 (A waits). Both then decode, 2 tokens of KV a step: after 900 steps the pool
+    # is full and B (as many tokens as A, admitted later) is retracted with 901 emitted (1,000 tokens of KV
+    # recomputed); its estimate 1,001 + 1,000 no longer fits beside A, so it waits (batch_is_full) until A ends
+    # 99 steps later, is prefilled again over 1,001 tokens, emits its 902nd token and decodes the last 98 steps.
+    r = replay(steps, [100, 100], [1000, 1000], 2000, "retract", prefill_first=True, arrival=[0.0, 1e-6])
     assert r.preemptions == 1 and r.recomputed_tokens == 1000
     t_a, t_b = prefill_s(steps, [100]), prefill_s(steps, [100])
     a_done = t_a + t_b + run_s(steps, 2, 202, 900) + run_s(steps, 1, 1001, 99)
-    assert r.ttft_s == pytest.approx([t_a, t_a + t_b], rel=1e-12)
-    assert r.e2e_s == pytest.approx([a_done, a_done + prefill_s(steps, [1001]) + run_s(steps, 1, 1002, 98)],
-                                    rel=1e-9)
+    b_done = a_done + prefill_s(steps, [1001]) + run_s(steps, 1, 1002, 98)
+    assert r.ttft_s == pytest.approx([t_a, t_a + t_b - 1e-6], rel=1e-12)
+    assert r.e2e_s == pytest.approx([a_done, b_done - 1e-6], rel=1e-9)
+
+
+def test_sglang_waits_while_the_batch_is_full(steps):
+    # the same pair sent together: B's estimate (100 + 1,000) does not fit beside A's (room 2000 − 1100 = 900),
+    # which sets batch_is_full; no prompt is tried again until the running batch shrinks, so B is prefilled only
+    # when A has ended (no retraction), though after A's prefill its room (1200.7) would have held it.
+    r = replay(steps, [100, 100], [1000, 1000], 2000, "retract", prefill_first=True)
+    t_a = prefill_s(steps, [100])
+    a_done = t_a + run_s(steps, 1, 101, 999)
+    assert r.preemptions == 0
+    assert r.ttft_s == pytest.approx([t_a, a_done + t_a], rel=1e-9)
 
 
 def test_reserve_never_preempts_and_waits_for_the_whole_context(steps):
@@ -120,10 +133,11 @@ def test_reserve_never_preempts_and_waits_for_the_whole_context(steps):
 def test_more_kv_never_slows_a_closed_loop(steps, policy, c, isl, osl, pool_seqs, more):
     # fixed-length closed loop: a larger pool never lowers throughput (1% slack; 5% for SGLang, whose
     # new_token_ratio estimate can admit more than the larger pool then holds, and retract: c = 4, 50 + 20 tokens,
-    # a pool of 2.5 → 2.8 requests finishes 4% later) or raises the mean TTFT by more than one decode step of the
-    # whole loop (a prompt's first token waits for the step it joins, and a larger pool can put one more decoder
-    # in that step). The preemption count is not monotone: a larger pool admits more at once, which can preempt
-    # more often and still finish sooner.
+    # a pool of 2.5 → 2.8 requests finishes 4% later). The mean TTFT is no higher (within one decode step of the
+    # whole loop: a prompt's first token waits for the step it joins) where the larger pool reserves or never
+    # preempts; with preemption it is not monotone in small steps (vLLM, c = 9, 50 + 96 tokens, a pool of 5.5 →
+    # 5.8 requests: the last three prompts wait behind more recomputes, mean TTFT 20.8 → 27.0 ms, throughput
+    # the same, 7 requests: 11.4 ms). Nor is the preemption count: a larger pool admits more at once.
     pool = pool_seqs * (isl + osl)
     kw = dict(prefill_first=policy == "retract", concurrency=c)
     n = 3 * c
@@ -131,5 +145,6 @@ def test_more_kv_never_slows_a_closed_loop(steps, policy, c, isl, osl, pool_seqs
     large = replay(steps, [isl] * n, [osl] * n, pool * more, policy, **kw)
     assert small.measured == large.measured == n
     assert large.makespan_s <= small.makespan_s * (1.05 if policy == "retract" else 1.01)
-    one_step = steps.decode_base_s(c) + steps.decode_gamma_s(c) * c * (isl + osl)
-    assert large.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + one_step
+    if policy == "reserve" or large.preemptions == 0:
+        one_step = steps.decode_base_s(c) + steps.decode_gamma_s(c) * c * (isl + osl)
+        assert large.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + one_step

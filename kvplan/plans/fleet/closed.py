@@ -80,7 +80,7 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     ``kv_policy``: its KV admission and preemption, default :data:`kvplan.sim.engine.ENGINE_KV_POLICY`'s
     (``recompute_v0`` for vLLM V0).
     """
-    from kvplan.sim import SimConfig, build_step_model, engine_kv_policy, simulate
+    from kvplan.sim import SimConfig, build_step_model, engine_kv_policy, schedule_conservativeness, simulate
 
     closed_loop_check(concurrency)
     if not isinstance(instances, int) or instances < 1:
@@ -107,7 +107,8 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     split = split if split_prompts is None else bool(split_prompts)
     config = SimConfig(instances=instances * dp, max_batch=cap, chunk_tokens=s.chunk_tokens,
                        kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
-                       concurrency=concurrency, prefill_first=first, split_prompts=split, kv_policy=policy)
+                       concurrency=concurrency, prefill_first=first, split_prompts=split, kv_policy=policy,
+                       schedule_conservativeness=schedule_conservativeness(s.engine, dp))
     sim = simulate(np.zeros(n), isl, osl, kv, steps, config, prompt_kv_bytes=kv_prompt)
     gpus = instances * dep.gpus
     duration = sim.makespan_s
