@@ -238,7 +238,12 @@ def render(results) -> tuple[str, dict]:
               "12 % / +2 % / p90 41 % to 11 % / −3 % / 36 % (before the wide-EP DeepGEMM reading). The rest of the DEP8 gap is not explained here: "
               "kvplan's static batch prefills every prompt in parallel where in-flight batching on Hopper runs each "
               "MLA context whole (no chunked MLA context there, per the best-practice blog), and the in-node "
-              "dispatch/combine is priced by formula, not by a TensorRT-LLM measurement at these message sizes.",
+              "dispatch/combine is priced by formula, not by a TensorRT-LLM measurement at these message sizes. "
+              "The planners read the same step: `plan` (its fleet model and replay, and `check` on a plan "
+              "file) charges λ_dp(dp) on an aggregated instance's step tables (`Deployment.steps`, as `kvplan latency` does; before, they kept "
+              "λ_dp = 1 and differed from `latency` by that factor at dp > 1), while `kvplan pd`'s pools step "
+              "balanced (λ_dp = 1: a decode-only pool mixes no context chunks, a prefill pool's ranks each run their "
+              "own prompts; the LMSYS wide-EP decode row below is scored that way) and say so in their notes.",
               ""]
     lines += breakdown_lines()
     lines += ["", "Every row:", "", "| set | group | source | ISL / OSL | measured | kvplan | error |",

@@ -41,11 +41,27 @@ class StepTimes:
     model: str = "roofline"
     overlap_comm: bool = False
     notes: tuple[str, ...] = ()
+    dp_imbalance: float = 1.0         # λ_dp on the kernels of a dp > 1 step (the per-operator pass carries it)
+    dp_note: str = ""                 # the note (in ``notes``) that says which λ_dp the steps take
 
     def with_machine(self, machine: Machine | None = None, overlap_comm: bool | None = None) -> StepTimes:
         """The same model over another machine (other links: a PD placement) or with overlapped communication."""
         return dataclasses.replace(self, machine=self.machine if machine is None else machine,
                                    overlap_comm=self.overlap_comm if overlap_comm is None else overlap_comm)
+
+    def with_dp_imbalance(self, dp_imbalance: float) -> StepTimes:
+        """The same model with another attention-DP lock-step factor λ_dp (1: balanced ranks, a PD pool's steps).
+
+        Only the per-operator pass carries λ_dp; the roofline's steps are returned unchanged.
+        """
+        if self.pass_fn is None or not hasattr(self.pass_fn, "with_dp_imbalance") \
+                or float(dp_imbalance) == self.dp_imbalance:
+            return self
+        lam = float(dp_imbalance)
+        note = f"attention-DP imbalance λ_dp = {lam:g} on these steps"
+        notes = tuple(n for n in self.notes if not (self.dp_note and n == self.dp_note)) + (note,)
+        return dataclasses.replace(self, pass_fn=self.pass_fn.with_dp_imbalance(lam), dp_imbalance=lam, notes=notes,
+                                   dp_note=note)
 
     def decode(self, batch, context, *, query_tokens: int = 1) -> PassCost:
         return decode_step(self.cost, self.machine, batch, context, tp=self.tp, ep=self.dp, query_tokens=query_tokens,

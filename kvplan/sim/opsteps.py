@@ -7,8 +7,11 @@ engine has one that large); the LM head only on its rows r; attention on the KV 
 FLOPs, linearly, at an efficiency that depends on the batch b (and the context, taken at the
 workload's decode context L̄, as the fleet model takes it); the host overhead on b. So::
 
-    step(n, r, kv, F, b) = G[n] + L[r] + max(a[b]·kv, f[b]·F) + comm[n] + overhead[b]
+    step(n, r, kv, F, b) = λ_dp (G[n] + L[r] + max(a[b]·kv, f[b]·F)) + comm[n] + overhead[b]
                            (max(kernels, comm) + overhead with overlapped communication)
+
+(λ_dp: the pass's attention-DP lock-step factor on its kernels, 1 at dp 1; the operators' terms are
+read before it, so the table applies it as the pass does.)
 
 with G, L, comm, a, f and overhead read off one vectorised pass per term. A mixed step (prompt
 chunks with the decoders) is the pass in ``phase="mixed"`` (:func:`kvplan.calc.roofline.mixed_chunk_step`):
@@ -54,6 +57,7 @@ class OperatorStepModel:
     log_prompt: np.ndarray = None          # log S on a grid of prompt lengths
     prefill_kv_byte_s: np.ndarray = None   # a_p(S): a prompt chunk's attention time per KV byte
     prefill_flop_s: np.ndarray = None      # f_p(S): … per attention FLOP
+    dp_imbalance: float = 1.0              # λ_dp on the kernels (the pass's attention-DP lock step; 1 at dp 1)
 
     @property
     def max_tokens(self) -> int:
@@ -62,8 +66,8 @@ class OperatorStepModel:
     def step_s(self, tokens: int, rows: float, kv_bytes: float, attention_flops: float, batch: int = 1) -> float:
         """A mixed step of ``tokens`` new tokens, ``rows`` LM-head rows and ``batch`` sequences."""
         b = min(int(batch), self.max_tokens)
-        kernels = (self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)]
-                   + max(self.kv_byte_s[b] * kv_bytes, self.attn_flop_s[b] * attention_flops))
+        kernels = self.dp_imbalance * (self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)]
+                                       + max(self.kv_byte_s[b] * kv_bytes, self.attn_flop_s[b] * attention_flops))
         comm = self.comm_s[tokens]
         return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b]
 
@@ -71,7 +75,8 @@ class OperatorStepModel:
         return self.decode_s[batch]
 
     def decode_gamma_s(self, batch: int) -> float:
-        return max(self.kv_byte_s[batch] * self.kv_read_per_token, self.attn_flop_s[batch] * self.attn_flops_per_token)
+        return self.dp_imbalance * max(self.kv_byte_s[batch] * self.kv_read_per_token,
+                                       self.attn_flop_s[batch] * self.attn_flops_per_token)
 
     @property
     def decode_per_token_s(self) -> float:
@@ -90,7 +95,8 @@ class OperatorStepModel:
         f_p = np.interp(where, self.log_prompt, self.prefill_flop_s)
         memory = self.kv_byte_s[b] * self.kv_read_per_token * held_tokens + float(np.dot(kv, a_p))
         compute = self.attn_flop_s[b] * self.attn_flops_per_token * held_tokens + float(np.dot(flops, f_p))
-        kernels = self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)] + max(memory, compute)
+        kernels = self.dp_imbalance * (self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)]
+                                       + max(memory, compute))
         comm = self.comm_s[tokens]
         return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b]
 
@@ -145,4 +151,5 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
         attn_flops_per_token=float(cost.decode_attention_flops(ctx)) / ctx, cost=cost, tp=tp,
         log_prompt=np.log(prompt), prefill_kv_byte_s=np.asarray(pre_kv.op_memory_s[ATTENTION]) / 1e9,
         prefill_flop_s=np.asarray(pre_fl.op_compute_s[ATTENTION]) / 1e15,
+        dp_imbalance=float(parts[2].dp_imbalance) if parts is not None and dp > 1 else 1.0,
     )

@@ -132,12 +132,13 @@ def test_a_dp_rank_table_is_the_lock_step_pass():
     for b in (1, 16, 128):
         expected = float(st.decode_s(dp * b, ctx))
         assert_allclose(table.decode_base_s(b) + table.decode_gamma_s(b) * b * ctx, expected, rtol=1e-9)
-    # the same instance step kvplan latency prices (--tp 1 --dp 8 --enable-expert-parallel, batch = all ranks) at a
-    # balanced lock step: latency charges the attention-DP imbalance λ_dp by default (--dp-imbalance 1 = balanced),
-    # the planners' step tables do not
-    rows = latency("deepseek-v3", "h200", isl=3000, osl=2, batch=[dp * 16], tp=1, dp=dp, expert_parallel=True,
-                   weights_dtype="fp8", dp_imbalance=1.0).rows
-    assert_allclose(float(st.decode_s(dp * 16, 3000.0)), rows[0]["decode_step_s"], rtol=1e-12)
+    # the same instance step kvplan latency prices (--tp 1 --dp 8 --enable-expert-parallel, batch = all ranks):
+    # both charge the attention-DP imbalance λ_dp(8) by default (aggregated serving), and at a balanced lock step
+    # (--dp-imbalance 1, a PD pool's steps) both drop it
+    for given, steps in ((None, st), (1.0, st.with_dp_imbalance(1.0))):
+        rows = latency("deepseek-v3", "h200", isl=3000, osl=2, batch=[dp * 16], tp=1, dp=dp, expert_parallel=True,
+                       weights_dtype="fp8", dp_imbalance=given).rows
+        assert_allclose(float(steps.decode_s(dp * 16, 3000.0)), rows[0]["decode_step_s"], rtol=1e-12)
 
 
 def test_a_gpu_without_kernel_tables_falls_back_to_its_eta_and_says_so_once(invoke):

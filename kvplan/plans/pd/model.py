@@ -295,7 +295,8 @@ def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None
             continue
         pool, tp, dp = dep.pool.bytes_per_gpu, shape.tp, shape.dp
         service = prefill_service_s(dep.cost, machine_of(dep), workload.isl, setup.cached_fraction, tp, dp, ov,
-                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
+                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm)
+                                    .with_dp_imbalance(1.0))
         if setup.prefix_read_bytes_per_s and setup.cached_fraction:
             load = np.floor(setup.cached_fraction * workload.isl) * dep.layout.bytes_per_token_per_gpu \
                 / setup.prefix_read_bytes_per_s
@@ -314,7 +315,8 @@ def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None
         longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
         cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
         batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov,
-                                   steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm))
+                                   steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm)
+                                    .with_dp_imbalance(1.0))
         decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
                                     longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
                                     s.max_num_seqs * dp, dp)

@@ -318,7 +318,10 @@ def _pool(card, side: Side, tps: list[int], dps: list[int], expert_parallel: boo
                          f"({format_bytes(dep.memory.weights_bytes_per_gpu)} per GPU) leave no KV memory on "
                          f"{side.hardware.name}")
     ok_shapes = sorted(deps)
-    notes.extend(deps[max(ok_shapes)].step_notes)
+    widest = deps[max(ok_shapes)]
+    notes.extend(n for n in widest.step_notes if not (widest.steps.dp_note and n == widest.steps.dp_note))
+    if any(t.dp > 1 for t in ok_shapes):
+        notes.append(PD_DP_NOTE.format(what=what))
     return Pool(side, ok_shapes, {t: deps[t] for t in ok_shapes})
 
 
@@ -334,6 +337,14 @@ def _fixed(prefill_instances, decode_instances, setup: Setup) -> tuple[int, int]
         raise InputError("evaluating a fixed xPyD needs one --prefill-tp and one --decode-tp (and one DP each)",
                          "e.g. --prefill-tp 4 --decode-tp 8 --prefill-instances 3 --decode-instances 1")
     return int(prefill_instances), int(decode_instances)
+
+
+# λ_dp (the attention-DP lock step, kvplan.plans.sizing.perfmodel.attention_dp_imbalance) is in-flight batching
+# handing some ranks a context chunk while the others decode (TensorRT-LLM tech blog 10); a pool of one phase does not.
+PD_DP_NOTE = ("{what} pool with attention DP: its ranks step balanced (λ_dp = 1). The default λ_dp of aggregated "
+              "serving (TensorRT-LLM tech blog 10, ADP balance) comes from in-flight batching that hands some ranks a "
+              "context chunk while the others decode; a decode-only pool mixes no context chunks and a prefill pool's "
+              "ranks each run their own prompts (M/G/c); the aggregated alternative charges it")
 
 
 def _standard_notes(setup: Setup) -> list[str]:

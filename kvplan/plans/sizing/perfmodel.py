@@ -15,6 +15,7 @@ overhead. A figure no engine publishes is left out, and the note says which defa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -209,6 +210,9 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
         return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
 
     fn.parts = (shapes, effs, par, graph_sizes, clamped)
+    # the same pass with another attention-DP lock-step factor (a PD pool's balanced steps: λ_dp = 1)
+    fn.with_dp_imbalance = lambda lam: make_pass(shapes, effs, dataclasses.replace(par, dp_imbalance=float(lam)),
+                                                 graph_sizes, clamped)
     return fn
 
 
@@ -246,7 +250,6 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     attention_dtype = "fp8" if next(iter(cost.layouts.values())).kv_dtype == "fp8" else "bf16"
     attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
     if attention_peak and attention_peak != machine.peak_flops_per_s:
-        import dataclasses
         effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
         notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
                      f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
@@ -262,13 +265,17 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
 
 def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, efficiencies, perf_model: str,
                tp: int, dp: int = 1, expert_parallel: bool = False, redundant_experts: int = 0,
-               overlap_comm: bool = False):
+               overlap_comm: bool = False, dp_imbalance: float | None = None):
     """The :class:`kvplan.calc.steptime.StepTimes` of one deployment, resolved once.
 
     ``perf_model`` ``"operators"`` (default): the per-operator pass of :func:`operator_model` at
     the deployment's TP (the shipped per-kernel tables, parsed once per process; the card's η where
     no table covers an operator or ``--eta-mem``/``--eta-flops`` is given), the engine's CUDA-graph
-    padding and host overhead, expert load imbalance λ = 1 (:data:`DEFAULT_IMBALANCE`).
+    padding and host overhead, expert load imbalance λ = 1 (:data:`DEFAULT_IMBALANCE`) and, for
+    ``dp`` > 1, the attention-DP lock-step factor λ_dp(dp) of :func:`attention_dp_imbalance` on the
+    step's kernels, as ``kvplan latency`` charges it (``dp_imbalance`` overrides; the steps are an
+    aggregated instance's, whose in-flight batching hands some ranks a context chunk while the others
+    decode; a PD pool takes :meth:`kvplan.calc.steptime.StepTimes.with_dp_imbalance` ``(1.0)``).
     ``"roofline"``: :func:`kvplan.calc.roofline.forward_pass`, one η pair for every operator.
     """
     from kvplan.calc.steptime import PERF_MODELS, StepTimes
@@ -283,17 +290,21 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     notes: list[str] = []
     if cost.is_moe and expert_parallel:
         notes.append(DEFAULT_IMBALANCE_NOTE)
+    dp_notes: list[str] = []
+    lam_dp = resolve_dp_imbalance(dp, dp_imbalance, dp_notes)
     par = Parallel(tp=tp, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
                    imbalance=DEFAULT_IMBALANCE, overlap_comm=overlap_comm,
-                   alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
+                   alltoall="generic" if str(engine).lower() == "trtllm" else "deepep", dp_imbalance=lam_dp)
     explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
     pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                               efficiencies.step_overhead_s is not None, par, notes, load_tables(),
                                               tps=[tp])
     head = ("step times: the per-operator model (--perf-model operators, the default; --perf-model roofline for "
             "one η pair): ")
+    dp_note = (dp_notes[0] + " (aggregated serving; a PD pool's steps take λ_dp = 1)") if dp_notes else ""
     return StepTimes(cost, machine, tp, dp, pass_fn, "operators", overlap_comm,
-                     (head + "; ".join(dict.fromkeys(notes)),))
+                     (head + "; ".join(dict.fromkeys(notes)),) + ((dp_note,) if dp_note else ()),
+                     dp_imbalance=lam_dp, dp_note=dp_note)
 
 
 def merge_by_tp(by_tp: dict) -> OperatorEfficiencies:
