@@ -126,25 +126,29 @@ def test_reserve_never_preempts_and_waits_for_the_whole_context(steps):
     assert r.preemptions == 0 and r.ttft_s[1] == pytest.approx(a_done + t_a, rel=1e-9)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(policy=st.sampled_from(["recompute", "recompute_v0", "retract", "reserve"]),
        c=st.integers(2, 24), isl=st.integers(50, 600), osl=st.integers(20, 400), pool_seqs=st.floats(1.2, 6.0),
        more=st.floats(1.05, 4.0))
 def test_more_kv_never_slows_a_closed_loop(steps, policy, c, isl, osl, pool_seqs, more):
-    # fixed-length closed loop: a larger pool never lowers throughput (1% slack; 5% for SGLang, whose
-    # new_token_ratio estimate can admit more than the larger pool then holds, and retract: c = 4, 50 + 20 tokens,
-    # a pool of 2.5 → 2.8 requests finishes 4% later). The mean TTFT is no higher (within one decode step of the
-    # whole loop: a prompt's first token waits for the step it joins) where the larger pool reserves or never
-    # preempts; with preemption it is not monotone in small steps (vLLM, c = 9, 50 + 96 tokens, a pool of 5.5 →
-    # 5.8 requests: the last three prompts wait behind more recomputes, mean TTFT 20.8 → 27.0 ms, throughput
-    # the same, 7 requests: 11.4 ms). Nor is the preemption count: a larger pool admits more at once.
-    pool = pool_seqs * (isl + osl)
-    kw = dict(prefill_first=policy == "retract", concurrency=c)
+    # Fixed-length closed loop of C requests. A pool that holds all C final contexts never preempts, and it is
+    # never slower than a smaller one: throughput no lower (1% slack for the step times' batch dependence), mean
+    # TTFT no higher than one decode step of the whole loop more (a prompt's first token waits for the step it
+    # joins). With reservation (TensorRT-LLM) any larger pool is no slower. With preemption a somewhat larger
+    # pool can be slower: it admits more at once and preempts more (vLLM, C = 19, 253 + 21 tokens, a pool of
+    # 2.9 → 3.7 requests: 1% lower throughput, mean TTFT 447 → 459 ms; C = 9, 50 + 96, 5.5 → 5.8: 20.8 → 27.0 ms
+    # at the same throughput), and SGLang's new_token_ratio estimate can admit more than the larger pool holds
+    # and retract (C = 4, 50 + 20 tokens, 2.5 → 2.8 requests: 4% lower throughput).
     n = 3 * c
-    small = replay(steps, [isl] * n, [osl] * n, pool, policy, **kw)
-    large = replay(steps, [isl] * n, [osl] * n, pool * more, policy, **kw)
-    assert small.measured == large.measured == n
-    assert large.makespan_s <= small.makespan_s * (1.05 if policy == "retract" else 1.01)
-    if policy == "reserve" or large.preemptions == 0:
-        one_step = steps.decode_base_s(c) + steps.decode_gamma_s(c) * c * (isl + osl)
+    kw = dict(prefill_first=policy == "retract", concurrency=c)
+    one_step = steps.decode_base_s(c) + steps.decode_gamma_s(c) * c * (isl + osl)
+    small = replay(steps, [isl] * n, [osl] * n, pool_seqs * (isl + osl), policy, **kw)
+    ample = replay(steps, [isl] * n, [osl] * n, c * (isl + osl) * 1.01, policy, **kw)
+    assert small.measured == ample.measured == n and ample.preemptions == 0
+    if pool_seqs * (isl + osl) <= c * (isl + osl) * 1.01:
+        assert ample.makespan_s <= small.makespan_s * 1.01
+        assert ample.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + one_step
+    if policy == "reserve":
+        large = replay(steps, [isl] * n, [osl] * n, pool_seqs * more * (isl + osl), policy, **kw)
+        assert large.makespan_s <= small.makespan_s * 1.01
         assert large.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + one_step
