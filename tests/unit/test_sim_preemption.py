@@ -152,3 +152,28 @@ def test_more_kv_never_slows_a_closed_loop(steps, policy, c, isl, osl, pool_seqs
         large = replay(steps, [isl] * n, [osl] * n, pool_seqs * more * (isl + osl), policy, **kw)
         assert large.makespan_s <= small.makespan_s * 1.01
         assert large.ttft_s.mean() <= small.ttft_s.mean() * 1.01 + one_step
+
+
+@pytest.mark.parametrize(("engine", "policy"), [("vllm", "recompute"), ("sglang", "retract"), ("trtllm", "reserve")])
+def test_the_open_loop_replay_uses_the_engines_kv_policy(monkeypatch, engine, policy):
+    # kvplan plan --simulate replays a plan with its engine's KV policy and reports the preemption counts
+    import kvplan.sim as sim_module
+    from kvplan.plans.deployment import EngineSettings
+    from kvplan.plans.fleet.aggregated import Shape, parse_slo, plan_aggregated
+    from kvplan.plans.fleet.plan import fleet_workload
+
+    seen = {}
+    real = sim_module.simulate
+
+    def spy(*args, **kwargs):
+        seen["config"] = args[5]
+        seen["prompt_kv"] = kwargs.get("prompt_kv_bytes")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sim_module, "simulate", spy)
+    workload = fleet_workload(qps=2, isl="1k", osl="200", sample_requests=2_000)
+    plan = plan_aggregated("llama-3.1-8b", "h100-sxm", workload, [parse_slo("ttft", "p99<=2s")], Shape(1),
+                           engine=EngineSettings(engine=engine))
+    stats = sim_module.simulate_plan(plan, workload, 500, seed=0).stats()
+    assert seen["config"].kv_policy == policy and seen["config"].schedule_conservativeness == 1.0
+    assert seen["prompt_kv"] is not None and stats["sim_preemptions"] == 0 and stats["sim_recomputed_tokens"] == 0

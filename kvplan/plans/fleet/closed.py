@@ -71,12 +71,13 @@ def closed_loop_check(concurrency) -> None:
 
 def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None,
                 steps=None, prefill_first: bool | None = None, split_prompts: bool | None = None,
-                kv_policy: str | None = None) -> dict:
+                kv_policy: str | None = None, kv_pool_bytes: float | None = None) -> dict:
     """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring).
 
     ``steps``: a step table (:class:`kvplan.sim.steps.StepModel` or :class:`kvplan.sim.opsteps.OperatorStepModel`,
     one DP rank's) to replay with instead of the deployment's own (``dep.steps``).
     ``prefill_first`` / ``split_prompts``: the engine's step composition, default :data:`SCHEDULES`'s;
+    ``kv_pool_bytes``: the KV pool per GPU in place of the deployment's (a what-if, e.g. an engine's logged size).
     ``kv_policy``: its KV admission and preemption, default :data:`kvplan.sim.engine.ENGINE_KV_POLICY`'s
     (``recompute_v0`` for vLLM V0).
     """
@@ -106,8 +107,8 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     first = first if prefill_first is None else bool(prefill_first)
     split = split if split_prompts is None else bool(split_prompts)
     config = SimConfig(instances=instances * dp, max_batch=cap, chunk_tokens=s.chunk_tokens,
-                       kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
-                       concurrency=concurrency, prefill_first=first, split_prompts=split, kv_policy=policy,
+                       kv_pool_bytes=dep.pool.bytes_per_gpu if kv_pool_bytes is None else float(kv_pool_bytes),
+                       warmup_fraction=0.0, cooldown_fraction=0.0, concurrency=concurrency, prefill_first=first, split_prompts=split, kv_policy=policy,
                        schedule_conservativeness=schedule_conservativeness(s.engine, dp))
     sim = simulate(np.zeros(n), isl, osl, kv, steps, config, prompt_kv_bytes=kv_prompt)
     gpus = instances * dep.gpus
