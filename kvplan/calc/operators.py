@@ -70,6 +70,9 @@ class Parallel:
     # the EP all-to-all's kernels: "deepep" (vLLM / SGLang wide EP: kvplan.calc.alltoall) or "generic" (an
     # engine with its own kernels, TensorRT-LLM: k bf16 copies per token split over the links)
     alltoall: str = "deepep"
+    # TP all-reduce on the engine's custom kernel where a table holds one (vLLM, SGLang, TensorRT-LLM), else NCCL's
+    # measured rows (vLLM --disable-custom-all-reduce; programs that call torch.distributed, e.g. gpt-fast)
+    custom_all_reduce: bool = True
 
     def gpus(self):
         return np.asarray(self.tp, dtype=np.float64) * np.asarray(self.dp, dtype=np.float64)

@@ -62,6 +62,8 @@ def latency_command(
         "--dp-imbalance", help="Busiest attention-DP rank's step work over the mean (default: sourced, by --dp).")] = None,
     two_batch_overlap: Annotated[Optional[bool], typer.Option(
         "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
+    disable_custom_all_reduce: Annotated[bool, typer.Option(
+        "--disable-custom-all-reduce", help="TP all-reduce on NCCL, not the engine's custom kernel (vLLM's flag).")] = False,
     perf_model: PerfModelOpt = "operators",
     max_num_seqs: MaxNumSeqsOptionalOpt = None,
     system: SystemOpt = None,
@@ -86,6 +88,7 @@ def latency_command(
         compute_dtype=compute_dtype, chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None,
         overlap_comm=overlap_comm, allow_long_context=allow_long_context, expert_imbalance=expert_imbalance,
         two_batch_overlap=two_batch_overlap, max_num_seqs=max_num_seqs, dp_imbalance=dp_imbalance,
+        custom_all_reduce=not disable_custom_all_reduce,
     )
     emit(result, fmt, output, explain)
 

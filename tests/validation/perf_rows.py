@@ -133,6 +133,10 @@ def stats(errors) -> dict[str, float]:
 
 SCORING = MEASUREMENTS / "scoring_set.csv"
 ITL_CONTEXTS = (1024, 32_768, 100_000)   # inside the sweep the vLLM post fitted (256 … 125k)
+# Programs whose TP all-reduce is torch.distributed on NCCL, no custom kernel: gpt-fast's tp.py
+# (``dist.init_process_group(backend="nccl")``, ``funcol.all_reduce`` after each attention and MLP block).
+NCCL_ENGINES = ("gpt-fast",)
+NCCL_READING = "TP all-reduce on NCCL (gpt-fast tp.py: torch.distributed funcol.all_reduce, backend nccl)"
 GROUP_OF = {"dense_decode_batch1": "dense-batch1", "dense_max_throughput": "dense-max", "moe": "moe",
             "prefill_ttft": "prefill", "dense_decode_batched": "dense-batched"}
 ENGINE_OF = {"vllm": "vllm", "vllm (ROCm)": "vllm", "tensorrt-llm": "trtllm", "sglang": "sglang"}
@@ -151,7 +155,8 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
 
     - ``itl_fit_intercept_ms`` + ``itl_fit_slope_ms_per_context_token`` (vLLM FP8-KV post): the
       published line ITL(c) = a + b c at c = 1k, 32k, 100k against the decode step at batch 1.
-    - ``itl_ms`` / ``ttft_ms`` at concurrency 1 (NVIDIA NIM tables): mean TPOT / TTFT.
+    - ``itl_ms`` / ``tpot_ms`` / ``ttft_ms`` at concurrency 1 (NVIDIA NIM tables, GPUStack's Qwen3-8B latency
+      page): mean TPOT / TTFT.
     - ``output_tokens_per_s_per_user`` at batch 1 (gpt-fast): 1 / decode step at the prompt.
     - ``e2e_latency_s`` at batch b (vLLM ROCm tables): end-to-end latency of the static batch.
     - ``output_tokens_per_s_per_gpu`` with a stated batch (TensorRT-LLM H200 launch blog): throughput.
@@ -188,15 +193,19 @@ def load_scoring(path: Path = SCORING) -> list[Scored]:
                 continue        # a mixed KV cache (FP8 skip-SW: sliding-window layers bf16) kvplan cannot express
             key = (r["model_card"], r["hardware_card"], r["weights_dtype"], r["kv_dtype"], r["engine"])
             fits.setdefault(key, {"row": r})[metric] = float(r["value"])
-        elif metric == "itl_ms" and _int(r["concurrency"]) == 1:
+        elif metric in ("itl_ms", "tpot_ms") and _int(r["concurrency"]) == 1:
             out.append(Scored(base(r, group, float(r["value"]), _int(r["isl"]), _int(r["osl"])), "tpot_s",
                               (("engine", engine), ("batch", 1)), 1e3))
         elif metric == "ttft_ms" and _int(r["concurrency"]) == 1:
             out.append(Scored(base(r, "prefill", float(r["value"]), _int(r["isl"]), _int(r["osl"])), "ttft_s",
                               (("engine", engine), ("batch", 1)), 1e3))
         elif metric == "output_tokens_per_s_per_user" and _int(r["batch"]) == 1:
-            out.append(Scored(base(r, group, float(r["value"]), _int(r["isl"]), 2), "decode_tokens_per_s",
-                              (("engine", engine), ("batch", 1)), 1.0))
+            kwargs = (("engine", engine), ("batch", 1))
+            row = base(r, group, float(r["value"]), _int(r["isl"]), 2)
+            if r["engine"].startswith(NCCL_ENGINES):
+                kwargs += (("custom_all_reduce", False),)
+                row = Row(**{**row.__dict__, "reading": NCCL_READING})
+            out.append(Scored(row, "decode_tokens_per_s", kwargs, 1.0))
         elif metric == "e2e_latency_s" and r["batch"]:
             out.append(Scored(base(r, group, float(r["value"]), _int(r["isl"]), _int(r["osl"])), "e2e_s",
                               (("engine", engine), ("batch", _int(r["batch"]))), 1.0))

@@ -153,6 +153,11 @@ def test_scoring_rows_match_their_sources():
     assert value(hardware_card="h200", model_card="deepseek-v3", metric="output_tokens_per_s_per_gpu") == 1436.1584
     # vLLM FP8-KV post, H100 gpt-oss-20b: "intercepts remain tightly clustered between 4.03 and 4.07 ms" (midpoint)
     assert value(hardware_card="h100-sxm", model_card="gpt-oss-20b", kv_dtype="bf16", metric="itl_fit_intercept_ms") == 4.05
+    # GPUStack Qwen3-8B latency page, baseline vLLM '# BS=1': 'Mean TPOT (ms): 7.28', 'Mean TTFT (ms): 59.01' over
+    # 'Total input tokens: 23260' / 'Total generated tokens: 22061' of 100 requests (mean lengths 232.6 / 220.6)
+    assert value(model_card="qwen3-8b", metric="tpot_ms") == 7.28 and value(model_card="qwen3-8b", metric="ttft_ms") == 59.01
+    gp = [r for r in rows if r["model_card"] == "qwen3-8b" and "GPUStack" in r["source"]]
+    assert {(r["isl"], r["osl"], r["concurrency"]) for r in gp} == {(str(round(23260 / 100)), str(round(22061 / 100)), "1")}
 
 
 def test_closed_loop_rows_obey_littles_law():

@@ -219,7 +219,7 @@ def latency(
     compute_dtype: str | None = None, chunk_size: int | None = None, speculation: Speculation | None = None,
     overlap_comm: bool = False, allow_long_context: bool = False, expert_imbalance: float | None = None,
     two_batch_overlap: bool | None = None, perf_model: str = "operators", max_num_seqs: int | None = None,
-    dp_imbalance: float | None = None,
+    dp_imbalance: float | None = None, custom_all_reduce: bool = True,
 ) -> Result:
     """TTFT, decode step, mean TPOT, end-to-end latency and throughput for every combination.
 
@@ -231,6 +231,8 @@ def latency(
     ``batch="max"``: the largest batch the KV pool holds. ``ep`` (legacy) is ``--tp 1 --dp ep
     --enable-expert-parallel``: under the per-operator model the deployments carry it. ``dp_imbalance``:
     the busiest attention-DP rank's work over the mean (default: the sourced λ_dp(dp) of ``perfmodel``).
+    ``custom_all_reduce=False`` (vLLM's ``--disable-custom-all-reduce``): the TP all-reduce at NCCL's measured
+    latency instead of the engine's custom kernel.
     """
     if not deployments:
         raise InputError("no deployment to time", "give at least one --tp")
@@ -282,7 +284,11 @@ def latency(
         lam_dp = resolve_dp_imbalance(dp, dp_imbalance, notes)
         par = Parallel(tp=1, dp=dp, expert_parallel=expert_parallel, redundant_experts=redundant_experts,
                        imbalance=imbalance, overlap_comm=overlap_comm or tbo, dp_imbalance=lam_dp,
-                       alltoall="generic" if str(engine).lower() == "trtllm" else "deepep")
+                       alltoall="generic" if str(engine).lower() == "trtllm" else "deepep",
+                       custom_all_reduce=bool(custom_all_reduce))
+        if not custom_all_reduce:
+            notes.append("TP all-reduce: NCCL (--disable-custom-all-reduce), its measured latency per message size "
+                         "where a table holds one")
         explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
         pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                                  efficiencies.step_overhead_s is not None, par, notes,

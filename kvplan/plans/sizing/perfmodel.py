@@ -200,7 +200,7 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
         par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
                             overlap_comm=par.overlap_comm or bool(overlap_comm), alltoall=par.alltoall,
-                            dp_imbalance=par.dp_imbalance)
+                            dp_imbalance=par.dp_imbalance, custom_all_reduce=par.custom_all_reduce)
         return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                              batch=batch, phase=phase, clamped=clamped,
                              graph_sizes=graph_sizes if phase in ("decode", "mixed") else (), **kw)
@@ -448,7 +448,7 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
         tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
     effs["attention_prefill"] = pick("prefill attention", perfdb.prefill_attention_curve(
         tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
-    collectives = perfdb.collective_curves(tables, gpu, engine)
+    collectives = perfdb.collective_curves(tables, gpu, engine if par.custom_all_reduce else "nccl")
     if used:
         notes.append(f"per-kernel tables (NVIDIA aiconfigurator, kvplan/data/perf) for {hw.name}, tp {tp}: "
                      + "; ".join(used))
