@@ -139,7 +139,16 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
 
 CLOSED_COLUMNS = ["concurrency", "instances", "tp", "gpus", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
                   "tpot_p90_s", "tpot_p99_s", "itl_mean_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
-                  "request_throughput_per_s"]
+                  "request_throughput_per_s", "preemptions"]
+
+KV_NOTES = {  # the closed loop's note on its KV policy (kvplan.sim.config)
+    "recompute": "KV allocated as requests grow; when the pool runs out the last admitted request is preempted and "
+                 "prefilled again (vLLM V1 recompute)",
+    "recompute_v0": "KV of the whole prompt at admission (1% watermark); when the pool runs out the last admitted "
+                    "request is preempted and prefilled again (vLLM V0 recompute)",
+    "retract": "prompts admitted under SGLang's new_token_ratio estimate; decoders retracted when the pool runs out",
+    "reserve": "each request's whole context reserved at admission, no preemption (TensorRT-LLM GUARANTEED_NO_EVICT)",
+}
 
 
 def closed_loop_result(model, hardware, workload, concurrency, *, instances: int = 1, tps=None, pps=None,
@@ -199,6 +208,9 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
              f"closed-loop scheduler: {rows[0]['scheduler']} ({engine.engine}'s default: "
              + ("a prompt batch runs on its own, decoders wait" if rows[0]["scheduler"].startswith("prefill-first")
                 else "decoders and prompt chunks share each step") + f", {dep.engine.chunk_tokens:,} tokens a step)",
+             f"closed-loop KV ({rows[0]['kv_policy']}): {KV_NOTES[rows[0]['kv_policy']]}; "
+             + (f"preemptions per level: {', '.join(str(r['preemptions']) for r in rows)}"
+                if any(r["preemptions"] for r in rows) else "the pool never ran out"),
              f"workload: {workload.description}"]
     title = f"Closed loop: {dep.model.name} on {dep.name}, tp={dep.tp}, {engine.engine}, {instances} instance(s)"
     return Result(title=title, rows=rows, columns=CLOSED_COLUMNS, assumptions=list(dict.fromkeys(notes)))
