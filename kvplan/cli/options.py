@@ -181,9 +181,25 @@ CheckFormatOpt = Annotated[Optional[str], typer.Option("--format", "-f", help=(
 SweepOutputOpt = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write FILE.csv or FILE.parquet (whole or not at all); CSV to stdout if absent.")]
 EtaMemOpt = Annotated[Optional[float], typer.Option("--eta-mem", help="Memory-bandwidth efficiency (overrides the card).")]
+# --perf-model reads like --engine: any case, and the spellings the help and docs use
+PERF_MODEL_ALIASES = {"operators": "operators", "per-operator": "operators", "per_operator": "operators",
+                      "roofline": "roofline"}
+
+
+def perf_model_name(text: str | None) -> str | None:
+    """``--perf-model`` callback: ``Roofline``, ``PER-OPERATOR`` … in kvplan's spelling (operators, roofline).
+
+    An unknown name passes through unchanged, for the step-time model to refuse with its Error/Hint pair.
+    """
+    if text is None:
+        return None
+    return PERF_MODEL_ALIASES.get(text.strip().lower(), text)
+
+
 PerfModelOpt = Annotated[str, typer.Option(
-    "--perf-model", help="Step-time model: operators (per-operator efficiencies from measured kernel tables, default) "
-                         "or roofline (one η pair for every operator).")]
+    "--perf-model", callback=perf_model_name,
+    help="Step-time model: operators (per-operator efficiencies from measured kernel tables, default) "
+         "or roofline (one η pair for every operator); any case, per-operator is operators.")]
 EtaFlopsOpt = Annotated[Optional[float], typer.Option("--eta-flops", help="FLOPS efficiency (overrides the card).")]
 SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]
@@ -201,27 +217,105 @@ def set_quiet(quiet: bool) -> None:
     _PRINTED.clear()
 
 
+NOTE_WIDTH = 300  # the longest line a note prints (a log or a file; a terminal: its width, if narrower)
+NOTE_INDENT = "  "
+
+
 def note(text: str) -> None:
-    """One ``Note:`` line on stderr, printed once per command, none under --quiet."""
+    """One note on stderr (``Note: …``), printed once per command, none under --quiet.
+
+    A note longer than a line (:data:`NOTE_WIDTH`, or the terminal's width) continues on
+    indented lines, broken after its ``;`` (outside brackets), else at spaces: every figure and
+    source is kept.
+    """
     if _QUIET["on"] or os.environ.get("KVPLAN_QUIET") == "1" or text in _PRINTED:
         return
     _PRINTED.add(text)
-    typer.echo(f"Note: {one_line(text, 2000)}", err=True)
+    width = min(NOTE_WIDTH, terminal_width()) if sys.stderr.isatty() else NOTE_WIDTH
+    typer.echo("\n".join(note_lines(one_line(text, 2000), width)), err=True)
+
+
+def note_lines(text: str, width: int = NOTE_WIDTH) -> list[str]:
+    """``Note: text`` as lines of at most ``width`` characters (a word longer than that stays whole).
+
+    Breaks after a top-level ``"; "`` first (the clauses of a note), packing clauses while they
+    fit; a clause still too long is wrapped at its spaces. Continuation lines start with
+    :data:`NOTE_INDENT`.
+    """
+    import textwrap
+
+    width = max(int(width), 40)
+    head = "Note: "
+    if len(head) + len(text) <= width:
+        return [head + text]
+    lines: list[str] = []
+    current = ""
+    for clause in _clauses(text):
+        lead = head if not lines else NOTE_INDENT
+        if current and len(lead) + len(current) + len(clause) > width:
+            lines.append(current.rstrip())
+            current = clause
+        else:
+            current += clause
+    lines.append(current.rstrip())
+    if len(lines) > 1 and len(lines[-1]) < 60:  # no stray clause: the last two lines are wrapped together
+        lines[-2:] = [lines[-2] + " " + lines[-1]]
+    out: list[str] = []
+    for line in lines:
+        lead = head if not out else NOTE_INDENT
+        if len(lead) + len(line) <= width:
+            out.append(lead + line)
+            continue
+        # balanced lines (two of ~165 characters, not 300 and a stray word), never wider than width
+        count = -(-(len(lead) + len(line)) // width)
+        wrapped = None
+        for target in (min(width, -(-(len(lead) + len(line)) // count) + 12), width):
+            wrapped = textwrap.wrap(line, width=target, initial_indent=lead, subsequent_indent=NOTE_INDENT,
+                                    break_long_words=False, break_on_hyphens=False)
+            if len(wrapped) <= count:
+                break
+        out.extend(wrapped or [lead + line])
+    return out
+
+
+def _clauses(text: str) -> list[str]:
+    """``text`` cut after each ``"; "`` that is outside parentheses and brackets (the cut keeps the ``;``)."""
+    clauses, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+        elif char == ";" and depth == 0 and text[i + 1:i + 2] == " ":
+            clauses.append(text[start:i + 2])
+            start = i + 2
+    clauses.append(text[start:])
+    return [c for c in clauses if c]
 
 
 # Ranges of the numeric options every command shares (by parameter name), checked before any work:
 # (lowest, highest, lowest is allowed). Far beyond any real deployment; a value outside is a typo
 # or an attack (--max-num-seqs -5000 gave negative KV, --turns 1e9 allocated without bound).
 _OPEN, _CLOSED = False, True
+# --sim-requests: the replay costs ~0.13 ms a request (kvplan plan llama-3.1-8b h100-sxm --qps 5 --isl 1k
+# --osl 200 --simulate: 10,000 requests 2.2 s, 100,000 requests 14 s end to end with the scale-out rows,
+# on 2 shared CPU cores); 1,000,000 took over 120 s. The bound keeps a run within about 15 s.
+MAX_SIM_REQUESTS = 100_000
+# an efficiency is a share of a peak: below 0.1% no device runs (--eta-mem 2e-320 made every time infinite, NaN TPOT)
+MIN_EFFICIENCY = 0.001
+OVER_LIMIT_HINTS = {
+    "sim_requests": f"pass at most {MAX_SIM_REQUESTS:,}: the replay costs ~0.13 ms a request "
+                    "(100,000 requests: 14 s measured with the scale-out rows; the default 10,000: 2 s)",
+}
 FLAG_RANGES: dict[str, tuple[float, float, bool]] = {
     "max_num_seqs": (1, 1 << 20, _CLOSED), "max_num_batched_tokens": (1, 1 << 32, _CLOSED),
     "block_size": (1, 1 << 20, _CLOSED), "pp": (1, 1024, _CLOSED), "ep": (1, 1 << 16, _CLOSED),
     "tp": (1, 1 << 16, _CLOSED), "seed": (0, 2**32 - 1, _CLOSED), "sample": (1, 10_000_000, _CLOSED),
-    "sim_requests": (1, 10_000_000, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
+    "sim_requests": (1, MAX_SIM_REQUESTS, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
     "nodes": (1, 100_000, _CLOSED), "rag_docs": (1, 100_000_000, _CLOSED), "prefill_instances": (1, 100_000, _CLOSED),
     "decode_instances": (1, 100_000, _CLOSED), "max_gpus": (1, 10_000_000, _CLOSED), "hash_blocks": (1, 1 << 20, _CLOSED),
-    "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (0, 1, _OPEN), "eta_flops": (0, 1, _OPEN),
-    "link_efficiency": (0, 1, _OPEN), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
+    "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (MIN_EFFICIENCY, 1, _CLOSED),
+    "eta_flops": (MIN_EFFICIENCY, 1, _CLOSED), "link_efficiency": (MIN_EFFICIENCY, 1, _CLOSED), "max_utilization": (0, 1, _OPEN), "spec_alpha": (0, 1, _CLOSED),
     "cached_prefix_fraction": (0, 1, _CLOSED), "arrival_cv": (0, 1000, _CLOSED), "rag_zipf": (0, 100, _CLOSED),
     "rate": (0, 1e9, _OPEN), "qps": (0, 1e9, _OPEN), "decode_batch": (0, 1 << 20, _OPEN),
     "spec_draft_layers": (0, 4096, _OPEN), "instances": (1, 100_000, _CLOSED),
@@ -257,6 +351,9 @@ _UPPER_OPEN = {"cached_prefix_fraction"}
 
 
 def _range_message(name: str, flag: str, value, low, high, closed) -> tuple[str, str]:
+    if high == 1 and low == MIN_EFFICIENCY:
+        return (f"{flag} must be in [{low:g}, 1] (got {value})",
+                "an efficiency is the share of the peak reached, e.g. 0.8; below 0.001 nothing runs")
     if high == 1 and low == 0:
         interval = f"{'[' if closed else '('}0, 1{')' if name in _UPPER_OPEN else ']'}"
         return f"{flag} must be in {interval} (got {value})", f"pass a fraction in {interval}"
@@ -264,7 +361,7 @@ def _range_message(name: str, flag: str, value, low, high, closed) -> tuple[str,
         return f"{flag} must be a finite number (got {value})", f"pass a value between {low:g} and {high:,g}"
     if value > high:
         return (f"{flag} {value} is more than the {high:,g} kvplan accepts",
-                f"pass at most {high:,g}; a value this large is a typo or beyond any deployment")
+                OVER_LIMIT_HINTS.get(name, f"pass at most {high:,g}; a value this large is a typo or beyond any deployment"))
     if low == 1 and closed:
         return f"{flag} must be a positive integer (got {value})", f"pass a whole number >= 1, at most {high:,g}"
     if low == 0 and closed:

@@ -34,6 +34,25 @@ def _tps(text: str, flag: str) -> list[int]:
     return parse_list(text, one, what=flag)
 
 
+def _refuse_dense_dp(model: str, prefill_dps: list[int], decode_dps: list[int], expert_parallel: bool, cards) -> None:
+    """``--prefill-dp``/``--decode-dp`` above 1 on a dense model: refused as ``kvplan plan --dp`` refuses it.
+
+    A dense model's attention DP ranks share no experts: DP ranks in lock step are independent
+    instances, which pd already counts (``--prefill-instances``). With ``--enable-expert-parallel``
+    the deployment itself refuses a dense model.
+    """
+    flag = "--prefill-dp" if any(d != 1 for d in prefill_dps) else "--decode-dp" if any(d != 1 for d in decode_dps) \
+        else None
+    if flag is None or expert_parallel:
+        return
+    from kvplan.cards.loader import load_model
+
+    card = load_model(model, cards_dirs(cards))
+    if card.moe is None:  # the wording of kvplan plan's --dp (plans/fleet/search.py)
+        raise InputError(f"{flag}: {card.name} is a dense model (no routed experts to split over DP ranks)",
+                         "drop it: a dense model's data parallelism is independent instances, which pd counts")
+
+
 def pd_command(
     model: Annotated[str, typer.Argument(help="Card name, Hugging Face repo id, card file or config.json.")],
     hardware: Annotated[str, typer.Argument(help="Prefill hardware card (or a system card, e.g. hgx-h100-8).")],
@@ -115,6 +134,8 @@ def pd_command(
         raise InputError("give --trace or --isl/--osl, not both", "a trace carries its own lengths (--qps rescales its rate)")
     default_tp = "1" if enable_expert_parallel else "1,2,4,8"
     default_dp = ",".join(map(str, EP_DPS)) if enable_expert_parallel else "1"
+    prefill_dps, decode_dps = _tps(prefill_dp or default_dp, "--prefill-dp"), _tps(decode_dp or default_dp, "--decode-dp")
+    _refuse_dense_dp(model, prefill_dps, decode_dps, enable_expert_parallel, cards)
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -125,7 +146,7 @@ def pd_command(
         placement=placement, qps=qps, isl=isl, osl=osl, trace=trace, trace_format=trace_format, arrival_cv=arrival_cv,
         ttft=ttft, tpot=tpot, prefill_tp=_tps(prefill_tp or default_tp, "--prefill-tp"),
         decode_tp=_tps(decode_tp or default_tp, "--decode-tp"), prefill_instances=prefill_instances,
-        prefill_dp=_tps(prefill_dp or default_dp, "--prefill-dp"), decode_dp=_tps(decode_dp or default_dp, "--decode-dp"),
+        prefill_dp=prefill_dps, decode_dp=decode_dps,
         expert_parallel=enable_expert_parallel, redundant_experts=ep_redundant_experts, overlap_comm=two_batch_overlap,
         placements=placements, checklist=checklist,
         prefix_read_bandwidth_bytes_per_s=parse_bandwidth(prefix_read_bandwidth) if prefix_read_bandwidth else None,

@@ -12,7 +12,7 @@ from kvplan.cli.options import (ArrivalCVOpt, BlockOpt, CacheTokensOpt, CardsOpt
                                 KVDtypeOneOpt, MaxNumSeqsOpt, OslOpt, OutputOpt, RagDocTokensOpt, RagDocsOpt,
                                 RagZipfOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, StepOverheadOpt, SystemOpt,
                                 TPOneOpt, ThinkTimeOpt, TpotOpt, TraceFormatOpt, TraceOpt, TtftOpt, TurnsOpt,
-                                WeightsDtypeOpt, cards_dirs, efficiencies, emit)
+                                WeightsDtypeOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InputError
 from kvplan.units import parse_list, parse_tokens
@@ -77,7 +77,7 @@ def route_command(
     link_system: Annotated[Optional[list[str]], typer.Option(
         "--link-system", help="Also price KV migration over this system's scale-up fabric (repeatable, e.g. cloudmatrix-384).")] = None,
     chart: ChartOpt = None,
-    fmt: FormatOpt = "table",
+    fmt: FormatOpt = None,
     output: OutputOpt = None,
     explain: ExplainOpt = False,
     cards: CardsOpt = None,
@@ -128,6 +128,7 @@ def route_command(
     if chart is not None:
         route_chart(chart, [r for r in result.rows if r.get("kind") == "route"], result.title)
         typer.echo(f"Wrote {chart}", err=True)
+    fmt = output_format(fmt, output)  # -o x.json writes JSON, as every command (the extension's format)
     if fmt in ("table", "markdown"):
         emit_tables(result, presentation(result), fmt, output, explain)
     else:

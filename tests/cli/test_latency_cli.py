@@ -84,7 +84,7 @@ def test_latency_explain_shows_every_term(invoke):
     (["--spec-k", "3"], "--spec-k and --spec-alpha go together"),
     (["--ep", "2"], "has no routed experts"),
     (["--tp", "3"], "tp=3 does not fit 8 KV heads"),
-    (["--eta-mem", "1.5"], "--eta-mem must be in (0, 1]"),
+    (["--eta-mem", "1.5"], "--eta-mem must be in [0.001, 1]"),
     (["--step-overhead", "fast"], "cannot read a duration 'fast'"),
     (["--chunk-size", "0"], "--chunk-size must be a positive integer"),
     (["--enable-expert-parallel"], "has no routed experts (a dense model)"),

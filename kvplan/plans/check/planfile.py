@@ -45,8 +45,6 @@ from kvplan.units import parse_bytes, parse_tokens
 from kvplan.workload.slo import parse_slo as _parse_slo
 from kvplan.workload.synthetic import parse_length
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 Bytes = Annotated[int, _unit(parse_bytes), Field(ge=0, description="bytes; '80GB' = 80e9, '80GiB' = 80 × 2^30")]
 
 

@@ -257,6 +257,24 @@ def _product(per_seq: np.ndarray, batches: np.ndarray) -> np.ndarray:
     return per_seq[:, None] * batches[None, :]
 
 
+def round_4(values: np.ndarray) -> np.ndarray:
+    """Python's ``round(x, 4)`` of every value (what ``kvplan fit`` prints), without a Python call per value.
+
+    ``rint(x × 10⁴) / 10⁴`` picks the same last digit as Python's correctly rounded ``round``
+    except where ``x × 10⁴`` lies within rounding error of a half (the product itself is rounded)
+    or is not an exact integer range (≥ 2⁵², infinities): those few values go through ``round``.
+    The division of a whole k < 2⁵³ by 10⁴ is correctly rounded, as Python's result is.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = x * 1e4
+        out = np.rint(scaled) / 1e4
+        near_half = np.abs(scaled - np.floor(scaled) - 0.5) < 1e-6
+    for i in np.flatnonzero(near_half | ~np.isfinite(scaled) | (np.abs(scaled) >= 2.0**52)).tolist():
+        out[i] = round(float(x[i]), 4)
+    return out
+
+
 def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
             chunk_points: int = CHUNK_POINTS) -> Iterator[Block]:
     """The combination's points, in chunks of at most ``chunk_points`` (whole seq rows).
@@ -281,8 +299,7 @@ def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
         per_seq_gpu = layout.sequence_bytes(chunk, per_gpu=True)
         with np.errstate(divide="ignore"):
             concurrency = np.where(per_seq_gpu > 0, pool / per_seq_gpu, math.inf)
-        # fit rounds with Python's round(); n_seq calls per combination, not one per point
-        rounded = np.array([round(float(c), 4) for c in concurrency])
+        rounded = round_4(concurrency)  # kvplan fit's round(concurrency, 4), vectorised
         grid_arrays = {
             "kv_bytes_total": _product(per_seq, batches),
             "kv_bytes_total_per_gpu": _product(per_seq_gpu, batches),

@@ -179,9 +179,11 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
 # benchmarks/bench_sweep.py (CPU seconds of the encoder alone): 0.73 s with every column nullable
 # and every integer delta-encoded, 0.52 s like this (0.42 s without the statistics, which cost
 # ~0.09 s on the string columns), for a file of ~56 MB (LZ4 instead of none: 400 MB; zstd-1 costs
-# ~0.5 s more).
+# ~0.5 s more). Values reach the encoder 65,536 at a time (write_batch_size; pyarrow's default is 1,024):
+# a plain LZ4 column of 4M values encodes in ~13 ms instead of ~18 ms, the whole file in ~0.48 s CPU
+# instead of ~0.61 s (the file keeps its size: pages still close at the 1 MiB data_page_size).
 PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
-                   "write_statistics": COORDINATES + ["fits"]}
+                   "write_statistics": COORDINATES + ["fits"], "write_batch_size": 1 << 16}
 DELTA_COLUMNS = ("seq_len", "kv_bytes_total", "kv_bytes_total_per_gpu")
 
 

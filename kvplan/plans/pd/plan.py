@@ -38,6 +38,7 @@ from kvplan.plans import deployment
 from kvplan.plans.deployment import Deployment, EngineSettings
 from kvplan.plans.fleet.aggregated import FleetWorkload, parse_slo
 from kvplan.plans.links import Side, load_side
+from kvplan.plans.overlap import check_two_batch_overlap
 from kvplan.plans.pd.link import PLACEMENTS, LinkOverride, PathLink, path_kind, resolve_link, same_place
 from kvplan.plans.pd.model import (PDWorkload, as_length, pool_models, trace_hit_fraction, transfer_model,
                                    workload_from_inputs)
@@ -167,6 +168,8 @@ def plan_pd(
                    decode_tp, cached_prefix_fraction, LinkOverride(link_bandwidth_bytes_per_s, link_efficiency,
                                                                   link_latency_s), settings, workload,
                    allow_long_context, cards, layout)
+    if overlap_comm:
+        check_two_batch_overlap(setup.card)
     setup.overlap_comm = bool(overlap_comm)
     setup.notes.append(utilization_note(max_utilization))
     setup.max_utilization, setup.gpu_cost = float(max_utilization), (dict(gpu_cost) if gpu_cost else None)

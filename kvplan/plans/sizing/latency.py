@@ -37,6 +37,7 @@ from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_
                                   mixed_chunk_step, model_cost, prefill, speculative_tokens_per_step)
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
+from kvplan.plans.overlap import check_two_batch_overlap
 from kvplan.plans.sizing.efficiency import Efficiencies, check_efficiencies
 from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
@@ -265,6 +266,8 @@ def latency(
     if chunk_size is not None:
         check_positive("--chunk-size", [chunk_size])
     check_parallel_modes(card, tps, ep)
+    if two_batch_overlap:
+        check_two_batch_overlap(card)
     check_context(card, isls, osls, contexts, allow_long_context)
     profile = first.profile
     shared = set(first.cost.layouts) >= set(tps)

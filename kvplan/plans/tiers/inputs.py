@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from kvplan.cards.loader import describe_validation_error
@@ -32,7 +31,6 @@ from kvplan.errors import CardError, InputError
 TIER_ORDER = ("host_dram", "cxl", "nvme", "remote")
 OVERRIDE_FLAGS = {"host_dram": "--dram-per-node", "cxl": "--cxl-per-node", "nvme": "--nvme-per-node",
                   "remote": "--remote-pool"}
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
