@@ -157,6 +157,14 @@ def test_scoring_rows_match_their_sources():
     # 'Total input tokens: 23260' / 'Total generated tokens: 22061' of 100 requests (mean lengths 232.6 / 220.6)
     assert value(model_card="qwen3-8b", metric="tpot_ms") == 7.28 and value(model_card="qwen3-8b", metric="ttft_ms") == 59.01
     gp = [r for r in rows if r["model_card"] == "qwen3-8b" and "GPUStack" in r["source"]]
+    # SGLang cookbook (sgl-project/sgl-cookbook 7b5bd9c), DeepSeek-R1 on 8×B200, Chat 1K/1K low concurrency:
+    # 'Mean TPOT (ms): 9.16', 'Mean TTFT (ms): 153.00', 'Total input tokens: 6101', 'Total generated tokens: 4210'
+    # of 'Successful requests: 10'; GPT-OSS-120b latency-sensitive run: 'Mean TTFT (ms): 33.71' over 100 requests
+    cb = [r for r in rows if "sgl-cookbook" in r["source"] and r["model_card"] == "deepseek-v3"
+          and r["hardware_card"] == "b200" and r["isl"] == "610" and r["osl"] == "421"]
+    assert {(r["metric"], float(r["value"])) for r in cb} == {("tpot_ms", 9.16), ("ttft_ms", 153.0)}
+    assert str(round(6101 / 10)) == "610" and str(round(4210 / 10)) == "421"
+    assert value(model_card="gpt-oss-120b", hardware_card="b200", metric="ttft_ms") == 33.71
     assert {(r["isl"], r["osl"], r["concurrency"]) for r in gp} == {(str(round(23260 / 100)), str(round(22061 / 100)), "1")}
 
 
