@@ -106,6 +106,39 @@ ENGINE_NAMES = tuple(PROFILES)
 # server (vllm/engine/arg_utils.py: _set_default_args). It bounds the sliding-window tokens in flight.
 VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 
+# vLLM V1's batch defaults for `vllm serve` (UsageContext.OPENAI_API_SERVER) when neither flag is given,
+# vllm/engine/arg_utils.py (EngineArgs._set_default_args at commit 99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b;
+# the same figures in get_batch_defaults after its refactor): "if device_memory >= 70 * GiB_bytes and
+# "a100" not in device_name" (PRs #17073, #17885) → OPENAI_API_SERVER: max_num_batched_tokens 8192,
+# max_num_seqs 1024; else 2048 and 256; then max_num_seqs = min(max_num_seqs, max_num_batched_tokens).
+VLLM_LARGE_GPU_BYTES = 70 * 2**30
+VLLM_BATCH_DEFAULTS = {True: (1024, 8192), False: (256, 2048)}  # large GPU → (max_num_seqs, max_num_batched_tokens)
+VLLM_BATCH_SOURCE = ("vllm/engine/arg_utils.py EngineArgs._set_default_args (commit 99d7eb5; get_batch_defaults "
+                     "after the refactor), OPENAI_API_SERVER context")
+# Engines without a device rule here keep kvplan's earlier fixed figures (vLLM's old 256, and 8,192 tokens).
+OTHER_BATCH_DEFAULTS = (256, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+
+
+def batch_defaults(engine: str, gpu_memory_bytes: float, hardware_name: str) -> tuple[int, int, str | None]:
+    """(max_num_seqs, max_num_batched_tokens, note) an engine starts with when neither is given.
+
+    vLLM follows its own rule (:data:`VLLM_BATCH_DEFAULTS`): the device's total memory against
+    70 GiB and "a100" in its name; the note names the rule and its source. Other engines: the
+    fixed :data:`OTHER_BATCH_DEFAULTS`, no note.
+    """
+    if canonical_engine(engine) != "vllm":
+        return (*OTHER_BATCH_DEFAULTS, None)
+    large = gpu_memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in hardware_name.lower()
+    seqs, tokens = VLLM_BATCH_DEFAULTS[large]
+    seqs = min(seqs, tokens)
+    rule = (f"a GPU with >= 70 GiB not named A100 ({hardware_name}: {gpu_memory_bytes / 2**30:.2f} GiB)" if large
+            else f"{hardware_name} ({gpu_memory_bytes / 2**30:.2f} GiB): " + (
+                "an A100, which vLLM keeps on the small defaults (PR #17885)" if "a100" in hardware_name.lower()
+                else "below vLLM's 70 GiB threshold"))
+    return seqs, tokens, (f"max_num_seqs {seqs:,}, max_num_batched_tokens {tokens:,}: vLLM V1's defaults for "
+                          f"vllm serve on {rule}, {VLLM_BATCH_SOURCE}; --max-num-seqs / --max-num-batched-tokens "
+                          "override them")
+
 
 def serving_dtype(model_dtype: str, engine: EngineProfile) -> str:
     """The dtype an engine serves a checkpoint in: serving engines run fp32 checkpoints in 16-bit.

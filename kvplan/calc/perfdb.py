@@ -27,6 +27,7 @@ Only numpy and the csv module; tables are read on first use and cached.
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -123,6 +124,18 @@ class PerfTables:
         return None, None
 
 
+def _memo(fn):
+    """Resolve a frozen curve once per tables and arguments: a parallelism search asks for the same
+    (GPU, dtype, shape) at every candidate that shares it, and the scale-out rows ask again."""
+    @functools.wraps(fn)
+    def cached(tables: PerfTables, *args, **kwargs):
+        key = (fn.__name__, args, tuple(sorted(kwargs.items())))
+        if key not in tables._cache:
+            tables._cache[key] = fn(tables, *args, **kwargs)
+        return tables._cache[key]
+    return cached
+
+
 def _nearest_rows(rows: dict, keys: tuple[str, ...], target: tuple[float, ...]) -> dict:
     """The rows whose ``keys`` equal the combination nearest ``target`` in log space."""
     combos = np.unique(np.stack([rows[k] for k in keys], axis=1), axis=0)
@@ -157,6 +170,7 @@ def _curve(sizes, sol, latency, source) -> Curve | None:
     return curve_from_rows(sizes, sol, latency, f"aiconfigurator {source}")
 
 
+@_memo
 def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: float, inter: float, topk: float,
               experts: float, moe_tp: float, moe_ep: float, bw: float, peak: float, dispatch: str = "table",
               redundant: float = 0.0) -> Curve | None:
@@ -282,6 +296,7 @@ def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dt
     return Curve(tuple(float(x) for x in sizes), tuple(float(x) for x in eta), source)
 
 
+@_memo
 def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: str, mla: bool, heads: float,
                           kv_heads: float, head_dim: float, bw: float, peak: float) -> Grid | None:
     name = "mla_decode" if mla else "attention_decode"
@@ -318,6 +333,7 @@ def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: s
                 f"aiconfigurator {backend} {rows['backend_version'][0]} decode attention, {geometry}, KV {kv_dtype}")
 
 
+@_memo
 def prefill_attention_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, mla: bool, heads: float,
                             kv_heads: float, head_dim: float, bw: float, peak: float) -> Curve | None:
     """η of prefill attention versus prompt tokens; ``dtype`` is the KV cache's (``bf16`` or ``fp8``).

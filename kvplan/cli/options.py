@@ -148,12 +148,15 @@ KVDtypeOneOpt = Annotated[str, typer.Option(
 GpuUtilOpt = Annotated[Optional[float], typer.Option(
     "--gpu-memory-utilization", "--mem-fraction-static",
     help="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction (default: the engine's).")]
-MaxNumSeqsOpt = Annotated[int, typer.Option("--max-num-seqs", help="The engine's cap on running sequences.")]
+MaxNumSeqsOpt = Annotated[int, typer.Option(  # default None in the commands: the engine's for the GPU
+    "--max-num-seqs", help="The engine's cap on running sequences (default: the engine's for the GPU; vLLM: 1,024 on "
+    "a GPU with >= 70 GiB other than A100, else 256).")]
 MaxNumSeqsOptionalOpt = Annotated[Optional[int], typer.Option(
     "--max-num-seqs", help="vLLM's --max-num-seqs (fit: sequences in the profiling run; latency: caps --batch max "
     "per DP rank); default 256 where the engine's is sourced.")]
-ChunkSizeOpt = Annotated[str, typer.Option(
-    "--chunk-size", "--max-num-batched-tokens", help="Tokens per step (chunked prefill; k = 1024).")]
+ChunkSizeOpt = Annotated[str, typer.Option(  # default None in the commands: the engine's for the GPU
+    "--chunk-size", "--max-num-batched-tokens", help="Tokens per step (chunked prefill; k = 1024; default: the "
+    "engine's for the GPU; vLLM: 8192 on a GPU with >= 70 GiB other than A100, else 2048).")]
 MaxBatchedTokensOpt = Annotated[Optional[int], typer.Option(
     "--max-num-batched-tokens", help="vLLM: tokens per step; bounds the sliding-window tokens in flight (default 8192).")]
 TPListOpt = Annotated[Optional[str], typer.Option(

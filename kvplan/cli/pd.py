@@ -13,7 +13,6 @@ from kvplan.cli.options import (AllowLongContextOpt, CardsOpt, ChunkSizeOpt, Eng
                                 TraceFormatOpt, TraceOpt, TtftDefaultOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
                                 emit, output_format)
 from kvplan.plans.fleet.cost import parse_gpu_cost
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InfeasibleError, InputError
 from kvplan.plans.pd.plan import PDSettings, plan_pd
 from kvplan.plans.pd.link import PLACEMENTS
@@ -114,8 +113,8 @@ def pd_command(
     kv_dtype: KVDtypeOneOpt = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
     gpu_memory_utilization: GpuUtilOpt = None,
-    max_num_seqs: MaxNumSeqsOpt = 256,
-    chunk_size: ChunkSizeOpt = "8k",
+    max_num_seqs: MaxNumSeqsOpt = None,
+    chunk_size: ChunkSizeOpt = None,
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
@@ -138,7 +137,7 @@ def pd_command(
     _refuse_dense_dp(model, prefill_dps, decode_dps, enable_expert_parallel, cards)
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size else VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size is not None else None,
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), perf_model=perf_model,
     )
     result = plan_pd(

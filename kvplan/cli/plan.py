@@ -72,8 +72,8 @@ def plan_command(
     kv_dtype: KVDtypeOneOpt = "auto",
     weights_dtype: WeightsDtypeOpt = "auto",
     gpu_memory_utilization: GpuUtilOpt = None,
-    max_num_seqs: MaxNumSeqsOpt = 256,
-    chunk_size: ChunkSizeOpt = "8192",
+    max_num_seqs: MaxNumSeqsOpt = None,
+    chunk_size: ChunkSizeOpt = None,
     block_size: BlockOpt = None,
     eta_mem: EtaMemOpt = None,
     eta_flops: EtaFlopsOpt = None,
@@ -107,7 +107,7 @@ def plan_command(
     slos = [parse_slo(kind, text) for kind, text in (("ttft", ttft), ("tpot", tpot)) if text is not None]
     settings = EngineSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size), block_size=block_size,
+        max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size is not None else None, block_size=block_size,
         efficiencies=efficiencies(eta_mem, eta_flops, step_overhead), perf_model=perf_model)
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None

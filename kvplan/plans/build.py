@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from kvplan.calc.kv import kv_layout
 from kvplan.cards.loader import load_model
 from kvplan.cards.schema import HardwareCard, ModelCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, get_profile
+from kvplan.engines import get_profile
 from kvplan.plans.layout import ModelLayout
 from kvplan.plans.sizing.size import as_list
 
@@ -61,7 +61,8 @@ def fit_deployments(model: str | ModelCard, hardware: str | HardwareCard, kv_dty
                     cards: tuple[Path, ...] = ()) -> list[Deployment]:
     """One :class:`Deployment` per (KV dtype, tp, engine) of the given values, cards loaded once (kvplan fit's rows).
 
-    ``max_num_seqs`` None: vLLM's default 256; ``max_num_batched_tokens`` None: vLLM's 8192;
+    ``max_num_seqs`` / ``max_num_batched_tokens`` None: the engine's defaults for the GPU
+    (:func:`kvplan.engines.batch_defaults`: vLLM's by device memory and name);
     ``overrides`` None: none (``Overrides()``).
     """
     from kvplan.plans.deployment import EngineSettings, Parallelism, resolve, resolve_cards
@@ -74,8 +75,7 @@ def fit_deployments(model: str | ModelCard, hardware: str | HardwareCard, kv_dty
     for dtype, t, eng in itertools.product(as_list(kv_dtype), as_list(tp), as_list(engine)):
         settings = EngineSettings(
             engine=eng, kv_dtype=dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=256 if max_num_seqs is None else max_num_seqs, block_size=block_size,
-            chunk_tokens=max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
+            max_num_seqs=max_num_seqs, block_size=block_size, chunk_tokens=max_num_batched_tokens or None)
         out.append(resolve(card, hw, system=sys_card, engine=settings, parallel=Parallelism(tp=t, pp=pp),
                            overrides=overrides))
     return out

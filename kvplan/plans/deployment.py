@@ -26,7 +26,7 @@ first use and kept, so a command that only needs memory never asks the card for 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from kvplan.calc.kv import KVLayout, kv_layout
 from kvplan.cards.loader import load_hardware_and_system, load_model, load_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, EngineProfile, get_profile
+from kvplan.engines import EngineProfile, batch_defaults, get_profile
 from kvplan.errors import InputError
 from kvplan.plans.layout import ModelLayout  # noqa: F401 (re-exported: size's hardware-free layout)
 from kvplan.plans.links import node_hardware
@@ -55,8 +55,8 @@ class EngineSettings:
     kv_dtype: str = "auto"
     weights_dtype: str = "auto"
     gpu_memory_utilization: float | None = None
-    max_num_seqs: int = 256
-    chunk_tokens: int = VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+    max_num_seqs: int | None = None     # None: the engine's default for the hardware (engines.batch_defaults)
+    chunk_tokens: int | None = None     # max_num_batched_tokens; None: the engine's default for the hardware
     block_size: int | None = None
     efficiencies: Efficiencies = Efficiencies()
     perf_model: str = "operators"     # kvplan's step-time model: operators (per-operator) or roofline
@@ -299,14 +299,16 @@ def resolve(
 def _build(card: ModelCard, hw: HardwareCard, sys_card: SystemCard | None, s: EngineSettings, par: Parallelism,
            overrides: Overrides, cost_tps: tuple[int, ...]) -> Deployment:
     par.check(card)
+    notes: list[str] = []
+    gpu_bytes = overrides.gpu_memory_bytes or hw.hbm_capacity_bytes
+    s = with_batch_defaults(s, gpu_bytes, hw.name, notes)  # the engine's batch defaults follow the GPU memory
+    if overrides.gpu_memory_bytes is None:  # one note: the memory, and the defaults it sets
+        memory = f"GPU memory {format_bytes(gpu_bytes)} from the {hw.name} card ({hw.hbm_capacity_basis} figure)"
+        notes[:] = ["; ".join([memory, *notes])]
     _check_settings(s)
     profile = get_profile(s.engine)
     layout = kv_layout(card, profile, s.kv_dtype, par.tp, par.pp, block_size=s.block_size,
                        max_num_batched_tokens=s.chunk_tokens)
-    notes: list[str] = []
-    gpu_bytes = overrides.gpu_memory_bytes or hw.hbm_capacity_bytes
-    if overrides.gpu_memory_bytes is None:
-        notes.append(f"GPU memory {format_bytes(gpu_bytes)} from the {hw.name} card ({hw.hbm_capacity_basis} figure)")
     util = gpu_utilization(s.engine, gpu_bytes, par.tp, par.pp, s.gpu_memory_utilization, notes)
     memory = engine_memory(card, profile, layout, gpu_bytes, util, weights_dtype=s.weights_dtype,
                            max_num_batched_tokens=s.chunk_tokens, max_num_seqs=s.max_num_seqs, overrides=overrides,
@@ -317,11 +319,28 @@ def _build(card: ModelCard, hw: HardwareCard, sys_card: SystemCard | None, s: En
                       cost_tps)
 
 
+def with_batch_defaults(s: EngineSettings, gpu_memory_bytes: float, hardware_name: str,
+                        notes: list[str] | None = None) -> EngineSettings:
+    """``s`` with ``max_num_seqs`` and ``chunk_tokens`` (max_num_batched_tokens) set where None: the engine's own
+    defaults for this GPU (:func:`kvplan.engines.batch_defaults`; vLLM by device memory and name), named in ``notes``."""
+    if s.max_num_seqs is not None and s.chunk_tokens is not None:
+        return s
+    seqs, tokens, note = batch_defaults(s.engine, gpu_memory_bytes, hardware_name)
+    if note and notes is not None:
+        notes.append(note)
+    return replace(s, max_num_seqs=seqs if s.max_num_seqs is None else s.max_num_seqs,
+                   chunk_tokens=tokens if s.chunk_tokens is None else s.chunk_tokens)
+
+
 def _check_settings(s: EngineSettings) -> None:
     if not isinstance(s.max_num_seqs, int) or s.max_num_seqs < 1:
-        raise InputError(f"--max-num-seqs must be >= 1 (got {s.max_num_seqs})", "vLLM's default is 256")
+        raise InputError(f"--max-num-seqs must be >= 1 (got {s.max_num_seqs})",
+                         "leave it out for the engine's default (vLLM: 1,024 on a GPU with >= 70 GiB other than A100, "
+                         "else 256)")
     if not isinstance(s.chunk_tokens, int) or s.chunk_tokens < 1:
-        raise InputError(f"--chunk-size must be >= 1 token (got {s.chunk_tokens})", "vLLM's default is 8192")
+        raise InputError(f"--chunk-size must be >= 1 token (got {s.chunk_tokens})",
+                         "leave it out for the engine's default (vLLM: 8192 on a GPU with >= 70 GiB other than A100, "
+                         "else 2048)")
     from kvplan.calc.steptime import PERF_MODELS
 
     if s.perf_model not in PERF_MODELS:

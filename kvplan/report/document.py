@@ -237,7 +237,7 @@ def _latency_vs_batch(context, row: dict, doc: Document) -> Table | None:
         isl, osl, _ = registry.workload_lengths(context)
     else:
         isl, osl = max(1, min(row["seq_len"] // 2, card.max_context - 1)), 1
-    top = max(2, min(e.max_num_seqs, 1024))
+    top = max(2, min(context.deployment.engine.max_num_seqs, 1024))
     batches = sorted({int(b) for b in np.rint(np.geomspace(1, top, 24))})
     try:
         result = latency_from_names(card, context.hardware_card, isl=[isl], osl=[osl], batch=batches,

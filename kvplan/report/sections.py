@@ -125,8 +125,10 @@ def fleet_lines(row: dict, plan, slos: dict, deployment) -> list[str]:
     lines.append(f"- Fleet plan feasible: {'yes' if row['feasible'] else 'no: ' + str(row['reason'])}"
                  f" (binding: {row['binding_constraint']}" + (f"; {row['binding_detail']}" if row.get("binding_detail")
                                                              else "") + f"; sized by {row['sized_by'].replace('_', ' ')})")
-    if e.max_num_seqs != row["batch_per_instance"]:
-        lines.append(f"- The plan file's max_num_seqs is {e.max_num_seqs:,}; set it to {row['batch_per_instance']:,} "
+    seqs = deployment.engine.max_num_seqs
+    if seqs != row["batch_per_instance"]:
+        lines.append(f"- The plan file's max_num_seqs is {seqs:,}" + ("" if e.max_num_seqs is not None else
+                                                                       " (the engine's default)") + "; set it to {row['batch_per_instance']:,} "
                      "to hold the TPOT SLO (the cap the fleet was sized with)")
     return lines
 

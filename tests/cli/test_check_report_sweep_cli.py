@@ -47,13 +47,14 @@ def test_check_failing_plan_exits_1_with_value_limit_and_why(run):
     res = run("check", FAIL)
     assert res.exit_code == 1
     lines = res.stdout.splitlines()
-    assert "  FAIL  max_concurrency_at_max_len >= 16  —  max_concurrency_at_max_len = 6.793; needs >= 16" in lines
+    assert "  FAIL  max_concurrency_at_max_len >= 16  —  max_concurrency_at_max_len = 6.022; needs >= 16" in lines
     why = lines[lines.index("        why:") + 1:]
-    # by hand: 0.9 × 85,520,809,984 B − weights 70,553,706,496 × 2 / 4 − activation 1,379,008,512 B (vLLM's sampler
-    # transient, 10.5 × 256 × 128,256 × 4, above the forward's 1.1 × 8192 × (2·8192 + 3·28672/4) × 2 = 682,832,691 B)
-    # − non-torch 3.58 GiB (tp > 1) = 36,468,871,495.7 B → 55,647 blocks of 16 × 40,960 B
-    assert any("79.65 GiB × 0.9 − weights 32.85 GiB" in line and "55,647 blocks" in line for line in why)
-    assert any("= 55,647 blocks × 655,360 B / 5,368,709,120 B per request = 6.793" in line for line in why)
+    # by hand: 0.9 × 85,520,809,984 B − weights 70,553,706,496 × 2 / 4 − activation 5,516,034,048 B (vLLM's sampler
+    # transient, 10.5 × 1,024 × 128,256 × 4 at vLLM V1's default max_num_seqs 1,024 on an H100 — the plan file
+    # sets none — above the forward's 1.1 × 8192 × (2·8192 + 3·28672/4) × 2 = 682,832,691 B)
+    # − non-torch 3.58 GiB (tp > 1) = 32,331,846,287 B → 49,334 blocks of 16 × 40,960 B
+    assert any("79.65 GiB × 0.9 − weights 32.85 GiB" in line and "49,334 blocks" in line for line in why)
+    assert any("= 49,334 blocks × 655,360 B / 5,368,709,120 B per request = 6.022" in line for line in why)
     assert lines[-1] == "1 passed, 1 failed (2 assertions in 1 plan file)"
 
 
@@ -63,7 +64,7 @@ def test_check_several_files_and_json(run):
     rows = json.loads(res.stdout)
     assert len(rows) == 11 and [r["status"] for r in rows].count("failed") == 1
     failed = next(r for r in rows if r["status"] == "failed")
-    assert (failed["plan"], failed["value"], failed["limit"], failed["line"]) == (str(FAIL), 6.7928, 16, 19)
+    assert (failed["plan"], failed["value"], failed["limit"], failed["line"]) == (str(FAIL), 6.0222, 16, 19)
 
 
 def test_junit_xml_for_ci(run, tmp_path):
@@ -80,7 +81,7 @@ def test_junit_xml_for_ci(run, tmp_path):
     assert [s.get("failures") for s in suites] == ["0", "1"]
     failures = root.findall(".//failure")
     assert len(failures) == 1
-    assert failures[0].get("message") == "max_concurrency_at_max_len = 6.793; needs >= 16"
+    assert failures[0].get("message") == "max_concurrency_at_max_len = 6.022; needs >= 16"
     assert "max concurrency at 131,072 tokens" in failures[0].text
     assert [p.name for p in tmp_path.iterdir()] == ["junit.xml"]
 
@@ -92,7 +93,7 @@ def test_github_actions_annotations_and_summary(run, tmp_path):
     assert res.exit_code == 1
     annotations = [line for line in res.stderr.splitlines() if line.startswith("::")]
     assert annotations == [f"::error file={FAIL},line=19,title=kvplan check%3A max_concurrency_at_max_len >= 16::"
-                           "max_concurrency_at_max_len = 6.793; needs >= 16"]
+                           "max_concurrency_at_max_len = 6.022; needs >= 16"]
     text = summary.read_text()
     assert text.startswith("earlier step\n## ❌ kvplan check: 10 passed, 1 failed")
     assert "| ❌ | `max_concurrency_at_max_len >= 16` |" in text and f"### `{FAIL}`" in text
@@ -196,7 +197,7 @@ def test_report_for_llama70b_on_h100(run, tmp_path):
     assert at_max["bf16"] == 2 * at_max["fp8"] == 2 * 2_684_354_560
     memory = {r["part"]: float(r["size_bytes"]) for r in csv.DictReader((out / "memory.csv").open())}
     assert memory["KV cache"] == fit_from_names("llama-3.1-70b", "h100-sxm", seq=[131072], kv_dtype=["fp8"], tp=[8],
-                                                gpu_memory_utilization=0.9).rows[0]["kv_cache_memory_bytes"]
+                                                gpu_memory_utilization=0.9, max_num_seqs=256).rows[0]["kv_cache_memory_bytes"]
     assert sum(memory.values()) == pytest.approx(85520809984)
     assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging directory left behind
 

@@ -269,7 +269,9 @@ def test_pd_prints_each_note_once_tagged_by_tp(invoke):
     result = invoke(*PD)
     assert result.exit_code == 0, result.stderr
     notes = _notes(result.stderr)
-    assert len(notes) == len(set(notes)) and len(notes) < 25
+    # 25 since vLLM V1's device defaults (max_num_seqs 1,024 on an H100): the larger sampler transient leaves TP2 no
+    # KV memory for Llama-3.1-70B, and the skipped shape is named once
+    assert len(notes) == len(set(notes)) and len(notes) <= 25
     activation = [n for n in notes if "activation peak estimated" in n]
     assert len(activation) >= 2  # one per TP searched, each saying which
     assert all(n.startswith("Note: vllm tp=") for n in activation)
@@ -314,7 +316,7 @@ def test_check_explains_a_shared_cause_once(invoke, tmp_path):
     out = result.stdout
     assert out.count("  FAIL  ") == 3
     assert out.count("        why:\n") == 1 and out.count("why: the same as above") == 2
-    assert out.count("max concurrency at 131,072 tokens = 55,647 blocks") == 1
+    assert out.count("max concurrency at 131,072 tokens = 49,334 blocks") == 1
 
 
 # --- Hugging Face: quantization_config, model directories, quantised repo ids ---------------------

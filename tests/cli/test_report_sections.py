@@ -29,7 +29,7 @@ gpu_cost: {{h100-sxm: {PRICE}}}
 report: {{pd: true, tiers: true, checklist: true, concurrency: [1, 16, 64]}}
 """
 PLAN_FLAGS = ("plan", "llama-3.1-8b", "h100-sxm", "--tp", "1", "--qps", str(QPS), "--isl", "1k:4k", "--osl", str(OSL),
-              "--ttft", "p99<=1s", "--tpot", "p99<=40ms", "--max-num-seqs", "256")
+              "--ttft", "p99<=1s", "--tpot", "p99<=40ms")  # the plan file sets no max_num_seqs: both take vLLM's
 SECTIONS = ("Executive summary", "Verdict", "Disaggregated serving (kvplan pd)", "KV tiers (kvplan tier)",
             "Closed-loop latency and throughput", "Engineering checklist (seed §10)", "Charts", "Tables",
             "Assumptions", "How the numbers were obtained")

@@ -202,11 +202,12 @@ def test_tpot_slo_binds_the_batch_and_the_fleet():
 
 
 def test_kv_capacity_binds_a_small_pool():
-    # 30% of the GPU: 0.3 × 85,520,809,984 − 16,060,522,496 weights − 1,379,008,512 activation − 0.35 GiB
-    # non-torch = 7.30 GiB → 3,738 blocks of 2 MiB; a 2,176-token request takes 136 blocks: 27 requests
+    # 30% of the GPU: 0.3 × 85,520,809,984 − 16,060,522,496 weights − 5,516,034,048 activation (the sampler's
+    # 10.5 × 1,024 × 128,256 × 4 B at vLLM V1's default max_num_seqs 1,024 on an H100) − 0.35 GiB non-torch
+    # = 3.45 GiB → 1,766 blocks of 2 MiB; a 2,176-token request takes 136 blocks: 12 requests, 3 instances
     p = plan_aggregated("llama-3.1-8b", "h100-sxm", flags(20, "2k", "128"), [parse_slo("ttft", "p99<=2s")],
                         engine=EngineSettings(gpu_memory_utilization=0.3))
-    assert p.feasible and p.binding_constraint == "kv_capacity" and (p.instances, p.batch_per_instance) == (2, 27)
+    assert p.feasible and p.binding_constraint == "kv_capacity" and (p.instances, p.batch_per_instance) == (3, 12)
     assert p.below.failures == ["slots"] and p.batch_per_instance == p.figures.batch_kv
 
 

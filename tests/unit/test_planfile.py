@@ -220,7 +220,7 @@ def test_fit_metrics_equal_the_fit_library():
                         ("kv_bytes_per_sequence", "kv_bytes_per_sequence"),
                         ("max_context_at_batch", "max_context_at_batch")):
         assert values[metric] == row[key], metric
-    assert values["max_concurrency_at_max_len"] == 6.7928  # 55,647 blocks × 16 / 131,072 (derivation in test_check_report_sweep_cli)
+    assert values["max_concurrency_at_max_len"] == 6.0222  # 49,334 blocks × 16 / 131,072 (derivation in test_check_report_sweep_cli)
 
 
 def test_latency_metrics_come_from_the_latency_library():
@@ -247,9 +247,9 @@ def test_check_passes_and_fails_with_values_limits_and_why():
     assert not passing.failures and all(o.status == PASSED for o in passing.outcomes)
     [failure] = failing.failures
     assert failure.assertion == "max_concurrency_at_max_len >= 16"
-    assert (failure.value, failure.limit, failure.status) == (6.7928, 16, FAILED)
-    assert failure.message == "max_concurrency_at_max_len = 6.793; needs >= 16"
-    assert any("55,647 blocks" in line for line in failure.why)
+    assert (failure.value, failure.limit, failure.status) == (6.0222, 16, FAILED)
+    assert failure.message == "max_concurrency_at_max_len = 6.022; needs >= 16"
+    assert any("49,334 blocks" in line for line in failure.why)
     assert report.failed and report.counts() == {PASSED: 10, FAILED: 1, SKIPPED: 0}
 
 
@@ -276,15 +276,15 @@ def test_junit_xml_parses_with_one_suite_per_file():
     cases = suites[1].findall("testcase")
     assert [c.get("name") for c in cases] == ["kv_fits == true", "max_concurrency_at_max_len >= 16"]
     failure = cases[1].find("failure")
-    assert failure.get("message") == "max_concurrency_at_max_len = 6.793; needs >= 16"
-    assert "55,647 blocks" in failure.text and cases[0].find("failure") is None
+    assert failure.get("message") == "max_concurrency_at_max_len = 6.022; needs >= 16"
+    assert "49,334 blocks" in failure.text and cases[0].find("failure") is None
     assert cases[1].get("file") == str(FAIL) and int(cases[1].get("line")) == 19
 
 
 def test_github_annotations_escape_properties():
     [line] = github_annotations(check([PASS, FAIL]))
     assert line == (f"::error file={FAIL},line=19,title=kvplan check%3A max_concurrency_at_max_len >= 16::"
-                    "max_concurrency_at_max_len = 6.793; needs >= 16")
+                    "max_concurrency_at_max_len = 6.022; needs >= 16")
 
 
 # --------------------------------------------------------------------------- vLLM serve lines

@@ -52,13 +52,18 @@ def test_non_torch_memory_by_world_size():
 
 def test_fit_uses_the_default_terms_and_says_so():
     # H100-SXM card: 79.65 GiB runtime total (85,520,809,984 B); util 0.9; weights 8,030,261,248 × 2 B.
-    # KV = 0.9 × 85,520,809,984 − 16,060,522,496 − 1,379,008,512 − 0.35 × 2^30 = 59,153,474,980.9 B
+    # vLLM V1 on a GPU with >= 70 GiB other than an A100 profiles 8,192 tokens and max_num_seqs 1,024
+    # (vllm/engine/arg_utils.py): the sampler's 10.5 × 1,024 × 128,256 × 4 B = 5,516,034,048 B sets the peak.
+    # KV = 0.9 × 85,520,809,984 − 16,060,522,496 − 5,516,034,048 − 0.35 × 2^30 = 55,016,362,803.2 B
     row = fit_from_names("llama-3.1-8b", "h100-sxm", seq=8192).rows[0]
-    assert row["activation_bytes"] == pytest.approx(1_379_008_512, abs=1)
+    assert row["activation_bytes"] == pytest.approx(5_516_034_048, abs=1)
     assert row["non_torch_bytes"] == pytest.approx(375_809_638.4, abs=1)
     assert row["cudagraph_bytes"] == 0
     assert row["kv_cache_memory_bytes"] == pytest.approx(
-        0.9 * 85_520_809_984 - 16_060_522_496 - 1_379_008_512 - 375_809_638.4, abs=1)
+        0.9 * 85_520_809_984 - 16_060_522_496 - 5_516_034_048 - 375_809_638.4, abs=1)
+    # the old fixed 256 sequences, passed explicitly: the sampler's 1,379,008,512 B
+    row = fit_from_names("llama-3.1-8b", "h100-sxm", seq=8192, max_num_seqs=256).rows[0]
+    assert row["activation_bytes"] == pytest.approx(1_379_008_512, abs=1)
     notes = " ".join(fit_from_names("llama-3.1-8b", "h100-sxm", seq=8192, tp=2).assumptions)
     assert "non-torch memory (NCCL, CUDA context) assumed 3.58 GiB" in notes
     assert "activation peak estimated" in notes and "CUDA-graph memory assumed 0" in notes

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from kvplan.cards.loader import load_hardware, load_model, load_system, usual_system
 from kvplan.cards.schema import HardwareCard, ModelCard, SystemCard
-from kvplan.engines import VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
 from kvplan.errors import InputError
 from kvplan.plans.deployment import Deployment, EngineSettings, Parallelism, resolve
 from kvplan.plans.sizing.fit import Overrides
@@ -71,7 +70,7 @@ class PlanContext:
         settings = EngineSettings(
             engine=e.name, kv_dtype=e.kv_cache_dtype, weights_dtype=e.weights_dtype,
             gpu_memory_utilization=e.gpu_memory_utilization, max_num_seqs=e.max_num_seqs,
-            chunk_tokens=e.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, block_size=e.block_size)
+            chunk_tokens=e.max_num_batched_tokens or None, block_size=e.block_size)
         return resolve(self.model_card, self.hardware_card, system=self.fleet_system[0], engine=settings,
                        parallel=Parallelism(e.tensor_parallel_size, e.pipeline_parallel_size),
                        overrides=Overrides(kv_cache_memory_bytes=e.kv_cache_memory_bytes), cards=self.cards)

@@ -98,8 +98,9 @@ class EngineSettings(PlanModel):
     gpu_memory_utilization: float | None = Field(
         None, gt=0, le=1, description="vLLM util / SGLang mem_fraction_static / TRT-LLM free_gpu_memory_fraction")
     block_size: int | None = Field(None, ge=1, description="tokens per KV block (engine default)")
-    max_num_batched_tokens: Tokens | None = Field(None, description="default 8192")
-    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: Tokens | None = Field(
+        None, description="default: the engine's for the GPU (vLLM: 8192 on a GPU with >= 70 GiB other than A100, else 2048)")
+    max_num_seqs: int | None = Field(None, ge=1, description="default: the engine's for the GPU (vLLM: 1,024 on a GPU with >= 70 GiB other than A100, else 256)")
     weights_dtype: str = Field("auto", description=f"one of {', '.join(WEIGHT_DTYPE_NAMES)}")
     kv_cache_memory_bytes: Bytes | None = Field(None, description="fix the KV budget per GPU (vLLM --kv-cache-memory-bytes)")
     allow_long_context: bool = Field(False, description="allow max_model_len beyond the model's max context")

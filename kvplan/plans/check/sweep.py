@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from kvplan.calc.dtypes import KV_DTYPE_NAMES, WEIGHT_DTYPE_NAMES
-from kvplan.engines import ENGINE_NAMES, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS
+from kvplan.engines import ENGINE_NAMES
 from kvplan.errors import InputError, KvplanError, MissingFigureError
 from kvplan.plans.check.yamlfile import Tokens, describe_errors, read_yaml
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
@@ -100,7 +100,7 @@ class Grid(BaseModel):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     block_size: int | None = Field(None, ge=1)
     max_num_batched_tokens: Tokens | None = None
-    max_num_seqs: int = Field(256, ge=1)
+    max_num_seqs: int | None = Field(None, ge=1, description="default: the engine's for the GPU (vLLM: 1,024 on a GPU with >= 70 GiB other than A100, else 256)")
     allow_long_context: bool = Field(False, description="keep seq values beyond a model's max context")
     latency: bool = Field(True, description="add decode-step latency columns (roofline)")
 
@@ -236,7 +236,7 @@ def _deployment(card, hw, grid: Grid, dtype: str, tp: int, pp: int, engine: str)
     settings = EngineSettings(
         engine=engine, kv_dtype=dtype, weights_dtype=grid.weights_dtype,
         gpu_memory_utilization=grid.gpu_memory_utilization, max_num_seqs=grid.max_num_seqs,
-        chunk_tokens=grid.max_num_batched_tokens or VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS, block_size=grid.block_size)
+        chunk_tokens=grid.max_num_batched_tokens or None, block_size=grid.block_size)
     return resolve(card, hw, engine=settings, parallel=Parallelism(tp, pp))
 
 

@@ -291,6 +291,8 @@ def _check_inputs(workload, shape, engine, max_gpus, max_utilization) -> None:
     _check_rate(workload.rate_per_s)
     for name, value in (("--tp", shape.tp), ("--pp", shape.pp), ("--max-num-seqs", engine.max_num_seqs),
                         ("--chunk-size", engine.chunk_tokens)):
+        if value is None and name in ("--max-num-seqs", "--chunk-size"):
+            continue  # the engine's default for the GPU, set when the deployment is resolved
         if not isinstance(value, int) or value < 1:
             raise InputError(f"{name} must be a whole number >= 1 (got {value})", "see 'kvplan plan --help'")
     if max_gpus is not None and max_gpus < 1:

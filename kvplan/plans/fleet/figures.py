@@ -46,7 +46,7 @@ class InstanceFigures:
     def at(self, b: float):
         """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
         b = float(min(max(b, self.b_grid[0]), self.b_grid[-1]))
-        i = int(np.clip(np.searchsorted(self.b_grid, b) - 1, 0, len(self.b_grid) - 2))
+        i = min(max(int(np.searchsorted(self.b_grid, b)) - 1, 0), len(self.b_grid) - 2)
         lo, hi = self.b_grid[i], self.b_grid[i + 1]
         w = (b - lo) / (hi - lo)
 

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -83,6 +84,9 @@ QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 RESIDUAL_POINTS = 16  # equally likely points of the residual step an arrival waits for
+BRACKET_ROUNDS = 5    # vectorised bracketing rounds before the percentiles' bisection (tails.invert_cdf), for
+BRACKET_MAX_POINTS = 256  # a TTFT of at most this many distinct service times (beyond, each candidate costs as much
+                          # as a bisection step, and the plain bisection is cheaper)
 TAIL_POINTS = 4096    # equally likely prompt lengths behind the prefill wait's heavy tail
 
 
@@ -112,6 +116,7 @@ class LengthStats:
         values = {
             "isl_points": points, "isl_grid": grid, "points_index": np.searchsorted(grid, points),
             "n_points": _points(decoding) if decoding.size else np.zeros(0),
+            "n_distinct": tails.distinct(_points(decoding)) if decoding.size else (np.zeros(0), np.zeros(0)),
             "mean_isl": float(isl.mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
             "second_steps": float((n * n).mean()),
             "decode_context": float(held), "decode_context_var": float(max(held2 - held**2, 0.0)),
@@ -131,6 +136,13 @@ class LengthStats:
         values["grid_folds"] = folds
         for key, value in values.items():
             object.__setattr__(self, key, value)
+
+    @cached_property
+    def tail_isl(self) -> np.ndarray:
+        """The sorted prompt lengths thinned to :data:`TAIL_POINTS` equally likely points (the prefill
+        wait's heavy tail, :meth:`FleetModel._heavy_tail`); computed once per workload, shared by every shape."""
+        isl = np.sort(self.isl.astype(np.float64))
+        return isl if isl.size <= TAIL_POINTS else _points(isl, TAIL_POINTS)
 
 
 @dataclass
@@ -173,8 +185,7 @@ class FleetModel:
         self.slos, self.max_utilization = slos, max_utilization
         self.stats = tuple(dict.fromkeys([*STATS, *(slo.stat for slo in slos.values())]))
         # S is increasing in ISL: the sorted sample, thinned to equally likely points, gives the residual's tail
-        isl = np.sort(lengths.isl.astype(np.float64))
-        self._tail_isl = isl if isl.size <= TAIL_POINTS else _points(isl, TAIL_POINTS)
+        self._tail_isl = lengths.tail_isl
 
     # ----------------------------------------------------------------- TPOT
     def tpot_stats(self, batch_seen: float, others: float, lam_i: float, interference_batch: float,
@@ -187,7 +198,7 @@ class FleetModel:
         """
         stats = self.stats if stats is None else stats
         slo = self.slos.get("tpot") if judge else None
-        n_points, (t, more, per_token, _, _) = self.lengths.n_points, self.f.at(batch_seen)
+        (n_points, n_weights), (t, more, per_token, _, _) = self.lengths.n_distinct, self.f.at(batch_seen)
         _, _, _, _, moments = self.f.at(interference_batch)
         extra_mean, extra_second = moments[3], moments[4]
         rho = lam_i * extra_mean
@@ -205,11 +216,12 @@ class FleetModel:
         mu, sigma = tails.lognormal_from_moments(np.full(n_points.shape, mean), sd * sd)
         out = {"mean": mean}
         if slo is not None:
-            out["meets"] = bool(_meets(slo, mean, lambda x: tails.lognormal_mixture_cdf(x, mu, sigma)))
+            out["meets"] = bool(_meets(slo, mean, lambda x: tails.lognormal_mixture_cdf(x, mu, sigma, n_weights)))
         wanted = [s for s in stats if s != "mean"]
         if wanted:
-            qs = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, mu, sigma),
-                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24)
+            qs = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, mu, sigma, n_weights),
+                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24,
+                                  rounds=BRACKET_ROUNDS, jumps=np.exp(mu[sigma == 0]))
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
 
@@ -337,7 +349,7 @@ class FleetModel:
         busy = int(round(point.busy_share * RESIDUAL_POINTS))
         uniform = point.step_s * (np.arange(busy) + 0.5) / max(busy, 1)
         residual = np.concatenate([np.zeros(RESIDUAL_POINTS - busy), uniform])
-        service = (np.asarray(prefill_points)[:, None] + residual[None, :]).ravel()
+        service, weights = tails.distinct(np.asarray(prefill_points)[:, None] + residual[None, :])
         out = {"mean": c1 * th1 + c2 * th2 + float(np.mean(prefill_points)) + point.residual_s}
         wanted = [s for s in (self.stats if stats is None else stats) if s != "mean"]
         hi = float(service.max()) + 50 * max(th1 if math.isfinite(th1) else 0, th2 if math.isfinite(th2) else 0) + 1
@@ -346,11 +358,12 @@ class FleetModel:
         slo = self.slos.get("ttft") if judge else None
         if slo is not None:
             out["meets"] = bool(_meets(slo, out["mean"],
-                                       lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy)))
+                                       lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy, weights)))
         if wanted:
-            qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy),
+            qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy, weights),
                                   [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi,
-                                  iterations=28)
+                                  iterations=28, jumps=service,
+                                  rounds=BRACKET_ROUNDS if service.size <= BRACKET_MAX_POINTS else 0)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
 

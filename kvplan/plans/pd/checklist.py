@@ -73,7 +73,7 @@ def checklist(setup, workload, outcome, plans, models_for) -> tuple[list[str], d
     headroom = cap / b_slo if b_slo else math.inf
     figures.update(decode_capacity_sequences=cap, concurrency_headroom=headroom)
     lines.append(f"3. swapping: the KV budget holds {per_rank:,.0f} sequences per rank (max_num_seqs "
-                 f"{setup.settings.max_num_seqs}); the {stat_d} batch uses {b_slo / cap:.0%} of "
+                 f"{dep_d.engine.max_num_seqs}); the {stat_d} batch uses {b_slo / cap:.0%} of "
                  f"{cap:,.0f} per instance — " + ("no swapping at this load; " if headroom >= 1 else "the engine "
                  "preempts (swaps or recomputes) now; ") + f"KV headroom ×{headroom:.2g} in concurrency (the step time "
                  "may saturate decode throughput before the KV fills: item 6)")

@@ -286,7 +286,6 @@ def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None
     """Prefill and decode models per shape of ``setup``'s pools (:mod:`kvplan.plans.pd.plan`), each timed by its
     deployment's step-time model (``Deployment.steps``); ``machine_of(dep)`` replaces the deployment's machine
     (placements: other links); ``only`` = (prefill shape, decode shape) restricts to one pair."""
-    s = setup.settings
     machine_of = machine_of or (lambda dep: dep.machine)
     prefill = {}
     ov = setup.overlap_comm
@@ -313,13 +312,14 @@ def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None
         per_request = float((layout.sequence_bytes(workload.isl + workload.osl_mean / 2, per_gpu=True)
                              * workload.weights).sum())
         longest = float(layout.sequence_bytes(workload.isl_max + workload.osl_max, per_gpu=True))
-        cap = int(min(s.max_num_seqs, pool // per_request)) if per_request > 0 else s.max_num_seqs
+        seqs = dep.engine.max_num_seqs  # the engine's cap on this side's GPU (its default where none was given)
+        cap = int(min(seqs, pool // per_request)) if per_request > 0 else seqs
         batch, step = decode_table(dep.cost, machine_of(dep), tp, context, max(cap, 1) * dp, dp, ov,
                                    steps=dep.steps.with_machine(machine_of(dep), ov or dep.steps.overlap_comm)
                                     .with_dp_imbalance(1.0))
         decode[shape] = DecodeModel(tp, batch, step, pool, dep.memory.weights_bytes_per_gpu, per_request / dp,
                                     longest, layout.sequence_bytes(workload.isl, per_gpu=True), context,
-                                    s.max_num_seqs * dp, dp)
+                                    seqs * dp, dp)
     return prefill, decode
 
 

@@ -248,8 +248,8 @@ def _setup(model, hardware, decode_hardware, system, decode_system, placement, t
     if not 0 <= cached_fraction < 1:
         raise InputError(f"--cached-prefix-fraction must be in [0, 1) (got {cached_fraction})",
                          "the share of prompt tokens served from a KV cache tier, e.g. 0.5")
-    if settings.max_num_seqs < 1:
-        raise InputError(f"--max-num-seqs must be >= 1 (got {settings.max_num_seqs})", "vLLM's default is 256")
+    if settings.max_num_seqs is not None and settings.max_num_seqs < 1:
+        raise InputError(f"--max-num-seqs must be >= 1 (got {settings.max_num_seqs})", "leave it out for the engine's default")
     longest = workload.isl_max + workload.osl_max
     p99 = workload.isl_quantile(0.99) + workload.osl_p99
     if p99 > card.max_context and not allow_long_context:

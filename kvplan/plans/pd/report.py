@@ -220,7 +220,7 @@ def aggregated_alternative(setup, workload, fleet_workload: FleetWorkload, allow
     )
     tried = ", ".join(f"{p.shape.label()} → " + (f"{p.total_gpus:,} GPUs" if p.feasible else "infeasible")
                       for p in found.candidates)
-    notes = [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {s.chunk_tokens:,} tokens a "
+    notes = [f"aggregated alternative: kvplan plan's fleet model (chunked prefill, {best.engine.chunk_tokens:,} tokens a "
              f"step) on {side.name}, TP in {tps}, the same arrival ca² ({workload.arrival_scv:.3g}) as the PD plan; "
              f"shapes searched as kvplan plan does: {tried}" +
              ("; it has no cached-prefix input, so it prefills whole prompts" if setup.cached_fraction else ""),

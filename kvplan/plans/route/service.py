@@ -135,8 +135,8 @@ class ServiceModel:
         prefill = fm.LengthStats(uncached, self.trace.osl)
         sized = _hybrid(full, prefill, full.isl)
         figures = fm.instance_figures(self.cost, self.machine, self.shape.tp, sized, self.layout,
-                                      self.plan.figures.pool_bytes_per_gpu, self.engine.max_num_seqs,
-                                      self.engine.chunk_tokens, dp=self.steps.dp, steps=self.steps)
+                                      self.plan.figures.pool_bytes_per_gpu, self.plan.engine.max_num_seqs,
+                                      self.plan.engine.chunk_tokens, dp=self.steps.dp, steps=self.steps)
         served = _hybrid(full, prefill, uncached)
         rate, scv = self.workload.rate_per_s, self.workload.arrival_scv
         model = fm.FleetModel(figures, served, rate, scv, self.slos, self.max_utilization)

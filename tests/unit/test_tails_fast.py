@@ -1,0 +1,92 @@
+"""The fast paths of the closed-form tails (kvplan.calc.tails) give the plain computation's answers.
+
+- A mixture over equally likely points equals the weighted mixture over their distinct values
+  (``tails.distinct``): worked by hand, and against the plain mean on random samples.
+- The bracketed inversion (``invert_cdf(..., rounds=R)``) returns the plain bisection's percentiles
+  bit for bit: it only skips evaluations whose outcome the CDF's monotonicity already decides.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose
+
+from kvplan.calc import tails
+
+
+def test_distinct_points_by_hand():
+    values, weights = tails.distinct([[2.0, 1.0], [2.0, 2.0]])
+    assert values.tolist() == [1.0, 2.0] and weights.tolist() == [0.25, 0.75]
+    # S = 1 s with probability 1/4, 2 s with 3/4, no wait: P(TTFT <= 1.5 s) = 1/4, P(TTFT <= 2 s) = 1
+    assert_allclose(tails.wait_plus_service_cdf([1.5, 2.0], values, 0.0, 1.0, 0.0, 1.0, weights=weights),
+                    [0.25, 1.0])
+    # two point masses (σ = 0) at e^0 = 1 and e^1, weights 3/4, 1/4: the CDF just above 1 is 3/4
+    assert_allclose(tails.lognormal_mixture_cdf([1.0 + 1e-9], [0.0, 1.0], [0.0, 0.0], [0.75, 0.25]), [0.75])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=40), st.floats(0.0, 0.9), st.floats(0.01, 5.0),
+       st.floats(0.0, 0.9), st.floats(0.01, 5.0))
+def test_weighted_distinct_mixture_equals_the_plain_mean(points, c1, th1, c2, th2):
+    service = np.asarray(points, dtype=np.float64) * 0.25
+    values, weights = tails.distinct(service)
+    t = np.linspace(0.0, 10.0, 41)
+    assert_allclose(tails.wait_plus_service_cdf(t, values, c1, th1, c2, th2, weights=weights),
+                    tails.wait_plus_service_cdf(t, service, c1, th1, c2, th2), rtol=1e-13, atol=1e-15)
+
+
+QUANTILES = [0.5, 0.9, 0.95, 0.99]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 400), min_size=1, max_size=24), st.floats(0.0, 0.95), st.floats(1e-3, 30.0),
+       st.floats(0.0, 0.95), st.floats(1e-3, 30.0), st.booleans())
+def test_bracketed_inversion_is_the_bisection_bit_for_bit(points, c1, th1, c2, th2, heavy):
+    # the TTFT CDF of kvplan plan: atoms at each service time (jumps), exponential waits, a heavy cap
+    service = np.asarray(points, dtype=np.float64) * 0.01
+    values, weights = tails.distinct(service)
+    cap = (lambda x: c2 * tails.equilibrium_tail(service)(0.5 * x) ** 2) if heavy else None
+
+    def cdf(x):
+        return tails.wait_plus_service_cdf(x, values, c1, th1, c2, th2, cap, weights)
+    hi = float(service.max()) + 50 * max(th1, th2) + 1
+    lo = float(service.min()) * 0.5
+    plain = tails.invert_cdf(cdf, QUANTILES, lo, hi, iterations=28)
+    fast = tails.invert_cdf(cdf, QUANTILES, lo, hi, iterations=28, rounds=5, jumps=values)
+    assert np.array_equal(plain, fast), (plain, fast)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.just(0.0), st.floats(0.01, 0.8)), min_size=1, max_size=16), st.floats(-4.0, 0.0),
+       st.integers(0, 8))
+def test_bracketed_inversion_of_a_lognormal_mixture(sigmas, mu0, rounds):
+    sigma = np.asarray(sigmas)
+    mu = mu0 + np.linspace(0.0, 1.0, sigma.size)
+
+    def cdf(x):
+        return tails.lognormal_mixture_cdf(x, mu, sigma)
+    mean = float(np.exp(mu + sigma**2 / 2).mean())
+    plain = tails.invert_cdf(cdf, QUANTILES, mean * 1e-3, mean * 1e3, iterations=24)
+    fast = tails.invert_cdf(cdf, QUANTILES, mean * 1e-3, mean * 1e3, iterations=24, rounds=rounds,
+                            jumps=np.exp(mu[sigma == 0]))
+    assert np.array_equal(plain, fast), (plain, fast)
+
+
+def test_bracketed_inversion_by_hand_and_in_fewer_evaluations():
+    calls = []
+
+    def cdf(x):
+        calls.append(np.size(x))
+        return 1 - np.exp(-np.asarray(x) / 2.0)
+    fast = tails.invert_cdf(cdf, [0.5, 0.99], 1e-6, 1e3, rounds=6)
+    assert_allclose(fast, [2 * math.log(2), 2 * math.log(100)], rtol=1e-9)
+    evaluations = len(calls)
+    calls.clear()
+    tails.invert_cdf(cdf, [0.5, 0.99], 1e-6, 1e3)
+    assert len(calls) == 81 and evaluations < 20, evaluations
+    # a quantile past the CDF's top is ∞ either way
+    assert tails.invert_cdf(lambda x: np.minimum(np.asarray(x), 0.5), [0.9], 1e-3, 1.0, rounds=4)[0] == math.inf
