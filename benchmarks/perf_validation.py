@@ -278,11 +278,13 @@ def render(results) -> tuple[str, dict]:
               "- *A wide-EP decode instance* (LMSYS, DeepSeek-V3 on 9×8 H100, SGLang with DeepEP low-latency, "
               "two-batch overlap and EPLB, 256 sequences per GPU at KV length 2,000; scored as a decode-only "
               "`--dp 72 --enable-expert-parallel --ep-redundant-experts 32 --system hgx-h100-8` step, "
-              "`--dp-imbalance 1`): kvplan gives 33,450 tok/s per node against 22,282, +50 %. With the wide-EP "
+              "`--dp-imbalance 1`): kvplan gives 26,107 tok/s per node against 22,282, +17 %. With the wide-EP "
               "experts on DeepGEMM's H800 grouped-GEMM figures (`kvplan/calc/perfdb.py deepgemm_curve`) the step is "
-              "communication-bound: dispatch + combine 60.7 ms against 40.1 ms of kernels, and two-batch overlap is "
-              "priced as max(kernels, comm), the upper bound on its benefit; summed without overlap the step is "
-              "101 ms, −9 %. How much of the all-to-all SGLang's overlap hides is not published for this run.",
+              "communication-bound, and two-batch overlap is priced as two micro-batches of 128 sequences per GPU, "
+              "each re-reading the weights, one's dispatch and combine beside the other's compute on DeepSeek's day-6 "
+              "5-stage schedule (`kvplan/calc/overlap.py`; as max(kernels, comm), the upper bound, it gave 33,450, "
+              "+50 %); summed without overlap the step is 101 ms, −9 %. How much of the all-to-all SGLang's overlap "
+              "hides is not published for this run.",
               "- *Dense at max throughput* is 8 % pessimistic in the median on the fitting set: TensorRT-LLM's "
               "per-tensor FP8 GEMM rows in the kernel database reach 16–21 % of HBM bandwidth at decode sizes "
               "(kvplan/data/perf/README.md), below what the end-to-end tables imply. A BF16 KV cache halves the batch "

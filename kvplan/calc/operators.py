@@ -21,7 +21,10 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
            FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)
          + 2 L_moe all-gather/reduce-scatter(n h 2 B) over tp dp         MoE without EP, dp > 1
     time = λ_dp Σ_op t_op + comm + overhead(B),  overhead(B) = base + per_seq × B / dp
-           (comm overlapped — max(Σ t_op, comm) — with two-batch overlap or ``overlap_comm``)
+
+``par.overlap_comm`` here is the bound of any overlap, ``max(Σ t_op, comm) + overhead``. The planners
+price overlap (``--two-batch-overlap``, ``--overlap-comm``) as two micro-batches of half the pass, each
+priced by this function, scheduled as DeepSeek's day-6 figures show: :func:`kvplan.calc.overlap.two_batch_pass`.
 
 ``λ`` (expert load imbalance) is the hottest rank's routed tokens over the mean: the step
 waits for the slowest rank. ``λ_dp`` (attention-DP imbalance, dp > 1) is the same for the
@@ -66,7 +69,7 @@ class Parallel:
     redundant_experts: int = 0
     imbalance: float = 1.0          # hottest EP rank's routed tokens / the mean
     dp_imbalance: float = 1.0       # hottest attention-DP rank's step work / the mean (the lock step waits for it)
-    overlap_comm: bool = False      # two-batch overlap or --overlap-comm: comm hidden behind compute
+    overlap_comm: bool = False      # overlap: here the bound max(kernels, comm); planners: calc.overlap (two halves)
     # the EP all-to-all's kernels: "deepep" (vLLM / SGLang wide EP: kvplan.calc.alltoall) or "generic" (an
     # engine with its own kernels, TensorRT-LLM: k bf16 copies per token split over the links)
     alltoall: str = "deepep"
@@ -86,6 +89,7 @@ class Shapes:
     mlp_params: float
     layers: float
     hidden: int
+    shared_params: float = 0.0      # the shared experts' part of mlp_params (MoE layers' always-read MLP)
 
     def gemm_nk(self, kind: str, tp):
         """(N, K) of the representative GEMM of ``kind`` per GPU: K = hidden, N = params / layer / hidden / tp."""
@@ -114,6 +118,8 @@ def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
             attention += g.count * card.hidden_size * (heads * d + kv * d + kv * dv + heads * dv)
         else:
             geometric = False
+    moe = card.moe
+    shared = moe.num_moe_layers * moe.num_shared_experts * moe.expert_params if moe else 0.0
     if geometric:
         attention = min(attention, other)
         mlp = other - attention
@@ -126,7 +132,7 @@ def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
         mlp = min(mlp, other)
         attention = other - mlp
     return Shapes(attention_params=float(attention), mlp_params=float(mlp), layers=float(card.num_layers),
-                  hidden=card.hidden_size)
+                  hidden=card.hidden_size, shared_params=float(min(shared, mlp)))
 
 
 @dataclass(frozen=True)
@@ -361,7 +367,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
                 gather = np.where(dp > 1, (gpus - 1) / gpus * msg / g_bw + g_lat, 0.0)
             comm = comm + 2 * cost.moe_layers * _collective(effs, "all_gather", msg, gpus, gather)
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp
-    if par.overlap_comm:
+    if par.overlap_comm:        # the bound of any overlap; the planners price it as two micro-batches (calc/overlap)
         time_s = np.maximum(kernels, comm) + overhead
     else:
         time_s = kernels + comm + overhead

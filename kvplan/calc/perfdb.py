@@ -208,20 +208,22 @@ IN_NODE_EP = 8
 # H800 SXM5 with NVCC 12.8: deepseek-ai/DeepGEMM README at commit 55ab91f72f76e8a6db0e86282c3169a88d93df1b
 # (2025-03-25, "Update performance"; the last README with the per-shape tables), "Grouped GEMMs for MoE
 # models (masked layout)" (decode, DeepEP low-latency) and "(contiguous layout)" (prefill, DeepEP normal).
-# (layout, groups, m per group, N, K, TFLOPS); N x K = 4096 x 7168 is an expert's gate+up projection
-# (2 x 2048 by hidden 7168), 7168 x 2048 its down projection.
-DEEPGEMM_H800 = (
-    ("masked", 4, 256, 4096, 7168, 932e12), ("masked", 4, 256, 7168, 2048, 815e12),
-    ("masked", 2, 512, 4096, 7168, 1040e12), ("masked", 2, 512, 7168, 2048, 916e12),
-    ("masked", 1, 1024, 4096, 7168, 1233e12), ("masked", 1, 1024, 7168, 2048, 925e12),
-    ("contiguous", 8, 4096, 4096, 7168, 1346e12), ("contiguous", 8, 4096, 7168, 2048, 1214e12),
-    ("contiguous", 4, 8192, 4096, 7168, 1346e12), ("contiguous", 4, 8192, 7168, 2048, 1214e12),
-)
+# The rows live in kvplan/data/deepseek_h800_kernels.csv (kvplan.calc.deepseek_kernels.grouped_rows): (groups,
+# m per group, N, K, FLOP/s); N x K = 4096 x 7168 is an expert's gate+up projection (2 x 2048 by hidden 7168),
+# 7168 x 2048 its down projection.
 DEEPGEMM_SOURCE = ("DeepGEMM FP8 grouped GEMMs on H800 SXM5 (deepseek-ai/DeepGEMM README @55ab91f: masked layout "
                    "m 256-1024 per expert, contiguous 4096-8192)")
 # Tables whose GPU is the H800's die and HBM (H100 SXM: 3.35 TB/s HBM3, same tensor cores; H800 SXM runs them
 # through STAND_INS): DeepGEMM's H800 times hold for them in both the memory- and the compute-bound rows.
-DEEPGEMM_GPUS = frozenset({"h100_sxm"})
+DEEPGEMM_GPUS = frozenset({"h100_sxm", "h800_sxm"})   # h800_sxm: the DeepSeek H800 profile (no table)
+# H200 SXM: the same GH100 tensor cores (989 / 1,979 dense TFLOPS BF16 / FP8) with 4.8 TB/s HBM3e instead of
+# 3.35 TB/s HBM3 (NVIDIA H200 datasheet; kvplan's h200 card). Nobody publishes DeepGEMM's grouped GEMMs on it; the
+# table's EP rows time one rank fed every token of the instance (above), which DeepEP dispatch does not do. So its
+# η is DeepGEMM's H800 η taken against the H800's own SOL (3.35 TB/s, 1,978 TFLOPS FP8: the h800-sxm card) and
+# applied to the H200's: compute-bound rows keep their time, memory-bound rows reach the same share of the faster
+# HBM (an assumption, said in the source; the kvplan-wide reading of a flat η on any card).
+TRANSFER_GPUS = {"h200_sxm": "H200"}
+H800_BW, H800_FP8 = 3.35e12, 1978e12
 
 
 def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: float, slots: float, bw: float,
@@ -236,12 +238,19 @@ def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: floa
     DeepGEMM's time at its shapes. The curve's sizes are the tokens entering the layer, ``n = m × slots / k``.
     Outside m 256-8192 η is held at the end value: below 256 the kernel is memory-bound and reads the same
     weights in no more time, above 8192 it is compute-bound at DeepGEMM's plateau. None where DeepGEMM's rows
-    do not apply: another GPU, weights other than 128-block FP8, an expert shape other than 7168 x 2048.
+    do not apply: another GPU, weights other than 128-block FP8, an expert shape other than 7168 x 2048. On H200
+    (:data:`TRANSFER_GPUS`) the η is taken against the H800's SOL and applied to the H200's.
     """
-    if gpu not in DEEPGEMM_GPUS or dtype != "fp8_block" or hidden != 7168 or abs(inter - 2048) > 0.5:
+    if (gpu not in DEEPGEMM_GPUS and gpu not in TRANSFER_GPUS) or dtype != "fp8_block" or hidden != 7168 \
+            or abs(inter - 2048) > 0.5:
         return None
+    transfer = TRANSFER_GPUS.get(gpu)
+    if transfer:                     # η against the H800's own SOL, applied to this GPU's (see TRANSFER_GPUS)
+        bw, peak = H800_BW, H800_FP8
+    from kvplan.calc.deepseek_kernels import grouped_rows
+
     by_m: dict[float, list] = {}
-    for _layout, groups, m, n, k, flops_per_s in DEEPGEMM_H800:
+    for groups, m, n, k, flops_per_s in grouped_rows("masked") + grouped_rows("contiguous"):
         by_m.setdefault(float(m), [groups, 0.0])[1] += 2.0 * groups * m * n * k / flops_per_s
     sizes, eta = [], []
     for m, (groups, t) in sorted(by_m.items()):
@@ -249,8 +258,10 @@ def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: floa
         sol = max(groups * expert_params * BYTES[dtype] / bw, 2.0 * groups * m * expert_params / peak)
         sizes.append(m * slots / topk)
         eta.append(min(sol / t, 1.0))
+    moved = (f"; η transferred to {transfer} (same tensor cores, HBM3e: memory-bound rows at the same share of its "
+             "bandwidth; not measured on it)") if transfer else ""
     return Curve(tuple(sizes), tuple(eta), f"{DEEPGEMM_SOURCE}; tokens per local expert n k / {slots:g} "
-                                           f"under DeepEP dispatch, EPLB-balanced ranks")
+                                           f"under DeepEP dispatch, EPLB-balanced ranks{moved}")
 
 
 def _moe_rows_curve(rows: dict, dtype: str, bw: float, peak: float, backend: str) -> Curve | None:
@@ -399,6 +410,6 @@ def load_default() -> PerfTables | None:
     return PerfTables(DATA) if (DATA / "gemm.csv").exists() else None
 
 
-__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "deepgemm_curve", "DEEPGEMM_H800", "IN_NODE_EP",
+__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
            "STAND_INS"]

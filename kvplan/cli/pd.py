@@ -91,7 +91,8 @@ def pd_command(
         "--checklist", help="The engineering checklist: where the KV lives, decode's read per step, swapping, "
                             "migration, remote-KV tail, does it need a supernode (implies --placements).")] = False,
     two_batch_overlap: Annotated[bool, typer.Option(
-        "--two-batch-overlap", help="Hide communication behind compute (DeepSeek's dual micro-batch overlap).")] = False,
+        "--two-batch-overlap", help="Two micro-batches, one's communication beside the other's compute "
+        "(DeepSeek's dual micro-batch overlap; each re-reads the weights).")] = False,
     prefill_instances: Annotated[Optional[int], typer.Option(
         "--prefill-instances", help="Evaluate this many prefill instances (with --decode-instances) instead of searching.")] = None,
     decode_instances: Annotated[Optional[int], typer.Option("--decode-instances", help="Decode instances to evaluate.")] = None,

@@ -80,7 +80,8 @@ def test_h800_nodes_cannot_hold_the_day6_unit_in_one_domain():
     assert "more than the 8-GPU scale-up domain" in placed["one-domain"]["placement_reason"]
     assert rows[0]["link_kind"] == "nic"
     figures = rows[0]["checklist"]
-    # 2. the KV decode reads per GPU per step = SLO batch / 144 ranks × KV per request, over HBM × η
+    # 2. the KV decode reads per GPU per step = SLO batch / 144 ranks × KV per request, over HBM × η: on H800 the
+    # decode attention runs at FlashMLA's published "up to 3000 GB/s" (its README), the step model's own η_mem
     dep = deployment.resolve("deepseek-v3", "h800", system="hgx-h800-8",
                              parallel=Parallelism(tp=1, dp=144, expert_parallel=True, redundant_experts=32),
                              engine=deployment.EngineSettings(kv_dtype="fp8"))
@@ -89,7 +90,7 @@ def test_h800_nodes_cannot_hold_the_day6_unit_in_one_domain():
     assert figures["decode_kv_read_bytes_per_gpu"] == pytest.approx(rows[0]["decode_batch_at_slo"] / 144 * per_request,
                                                                     rel=1e-9)
     assert figures["decode_kv_read_s"] == pytest.approx(
-        figures["decode_kv_read_bytes_per_gpu"] / (3.35e12 * dep.machine.eta_mem), rel=1e-9)
+        figures["decode_kv_read_bytes_per_gpu"] / 3000e9, rel=1e-9)
     assert context == pytest.approx(4988.5)
     assert figures["migration_keeps_up"] is True and figures["needs_supernode"] is False
     assert figures["concurrency_headroom"] > 1

@@ -74,13 +74,14 @@ def test_day6_decode_pool_within_25_percent_of_the_published_split():
 def test_day6_prefill_pool_within_25_percent_at_the_utilisation_ceiling():
     """The issue's command: the prefill pool lands within 25% of the published ~95.5 nodes, sized by the
     utilisation ceiling (ρ ≤ 0.9: one instance fewer would run above it), not at the edge of saturation.
-    The EP32 dispatch/combine is priced as DeepEP runs it (FP8 dispatch, one RDMA copy per destination node).
-    Input tok/s per node is then +33% of the published 73.7k (docs/examples/deepseek-v3-day6.md says where
-    the time goes); with two-batch overlap both pools undershoot (the page gives those figures too)."""
+    The EP32 dispatch/combine is priced as DeepEP runs it (FP8 dispatch, one RDMA copy per destination node),
+    the GEMMs at DeepGEMM's H800 figures. Input tok/s per node (including cache hits, as published) is within
+    25% of 73.7k too; with two-batch overlap both pools undershoot (docs/examples/deepseek-v3-day6.md)."""
     f, isl, osl, qps, row = _day6_plan()
     assert row["feasible"]
     published_prefill = f["input_tokens_per_day"] / 86400 / f["prefill_input_tokens_per_s_per_node"]  # 95.5
     assert row["prefill_nodes"] == pytest.approx(published_prefill, rel=0.25)
+    assert qps * isl / row["prefill_nodes"] == pytest.approx(f["prefill_input_tokens_per_s_per_node"], rel=0.25)
     assert row["prefill_utilization"] <= 0.9
     assert row["prefill_binding"] == "prefill_utilization"
     # one instance fewer: above the ceiling
@@ -88,11 +89,11 @@ def test_day6_prefill_pool_within_25_percent_at_the_utilisation_ceiling():
 
 
 def test_day6_layout_on_h100_tables_prefill_within_25_percent_decode_above_published():
-    """The same layout on h100-sxm, whose measured kernel tables H800 would borrow: the prefill pool and its
-    input tok/s per node land within 25% of DeepSeek's (88 nodes, 80.0k per node), the decode pool does not
-    (216 nodes: vLLM's measured dense GEMMs and FlashMLA-FP8 are slower than DeepSeek's own kernels), which
-    is why H800 keeps the card's flat η (docs/examples/deepseek-v3-day6.md). Before the routed experts at
-    EP > 8 read DeepGEMM's figures instead of the table's EP32 rows, this was 312 prefill / 504 decode nodes."""
+    """The same layout on h100-sxm's measured (aiconfigurator) kernel tables: the prefill pool and its input
+    tok/s per node land within 25% of DeepSeek's (88 nodes, 80.0k per node), the decode pool does not (216
+    nodes: vLLM's measured dense GEMMs and FlashMLA-FP8 are slower than DeepSeek's own kernels), which is why
+    H800 reads DeepSeek's own H800 figures instead (docs/examples/deepseek-v3-day6.md). Before the routed
+    experts at EP > 8 read DeepGEMM's figures instead of the table's EP32 rows, this was 312 / 504 nodes."""
     f, isl, osl, qps = _day6_inputs()
     row = plan_pd("deepseek-v3", "h100-sxm", system="hgx-h100-8", expert_parallel=True, prefill_tp=[1],
                   decode_tp=[1], prefill_dp=[32], decode_dp=[144], redundant_experts=32, qps=qps, isl=round(isl),
@@ -103,6 +104,27 @@ def test_day6_layout_on_h100_tables_prefill_within_25_percent_decode_above_publi
     assert row["feasible"] and row["prefill_nodes"] == pytest.approx(published_prefill, rel=0.25)
     assert qps * isl / row["prefill_nodes"] == pytest.approx(f["prefill_input_tokens_per_s_per_node"], rel=0.25)
     assert row["decode_nodes"] > 1.25 * published_decode
+
+
+def test_day6_decode_step_at_deepseeks_occupancy_against_the_published_speed():
+    """Scoring the step itself (not fitted): DeepSeek's decode nodes hold 14.8k / 20–22 tok/s / 8 GPUs = 84–92
+    sequences per GPU at a mean KV length of 4,989, and users see 20–22 tok/s, i.e. 45.5–50 ms per token. The
+    decode step without overlap at 92 sequences per rank lands within 25% of that; with two-batch overlap (the
+    day-6 5-stage pipeline, each micro-batch re-reading the weights) the step is shorter than the published
+    45.5 ms: the overlapped model is the optimistic one (the page quantifies it)."""
+    f = _day6()
+    per_gpu = f["decode_output_tokens_per_s_per_node"] / f["output_speed_tokens_per_s_per_user_min"] / 8   # 92.5
+    lo = 1 / f["output_speed_tokens_per_s_per_user_max"]
+    hi = 1 / f["output_speed_tokens_per_s_per_user_min"]
+    dep = deployment.resolve(load_model("deepseek-v3"), "h800", system="hgx-h800-8",
+                             parallel=Parallelism(tp=1, dp=144, expert_parallel=True, redundant_experts=32),
+                             engine=deployment.EngineSettings(kv_dtype="fp8"))
+    batch = 144 * math.floor(per_gpu)
+    steps = dep.steps.with_dp_imbalance(1.0)          # a decode-only pool steps balanced, as pd prices it
+    plain = float(steps.decode_s(batch, f["mean_kv_length_per_output_token"]))
+    overlapped = float(steps.with_machine(None, True).decode_s(batch, f["mean_kv_length_per_output_token"]))
+    assert 0.75 * lo <= plain <= 1.25 * hi
+    assert overlapped < plain and overlapped < lo
 
 
 def test_prefill_pool_honours_the_utilisation_ceiling():

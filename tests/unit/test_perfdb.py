@@ -192,10 +192,22 @@ def test_deepgemm_curve_is_the_readme_rows_in_kvplans_sol():
 
 
 def test_deepgemm_curve_only_where_its_rows_apply():
-    """H800's die and HBM (H100 SXM tables), 128-block FP8, DeepSeek's 7168 × 2048 experts only."""
+    """H800's die and HBM (H100 SXM tables), 128-block FP8, DeepSeek's 7168 × 2048 experts only; on H200 (the same
+    tensor cores, 4.8 TB/s HBM3e) the η is the H800's, taken against the H800's SOL (3.35 TB/s, 1,978 TFLOPS):
+    t = SOL_H200 × t_H800 / SOL_H800: the m = 256 row (memory-bound on H800, 4 × 44 MB / 3.35 TB/s = 52.6 µs) is
+    compute-bound at 4.8 TB/s (45.6 µs of FLOPs at 1,979 TFLOPS), so it runs 45.6 / 52.6 of its H800 time; the
+    m = 8192 row (compute-bound on both) keeps its time (× 1,978 / 1,979, the two cards' FP8 figures)."""
     ok = dict(slots=256, bw=H100_BW, peak=H100_FP8, **DSV3)
     assert perfdb.deepgemm_curve("h100_sxm", "fp8_block", **ok) is not None
-    assert perfdb.deepgemm_curve("h200_sxm", "fp8_block", **ok) is None        # 4.8 TB/s HBM3e
+    h200 = perfdb.deepgemm_curve("h200_sxm", "fp8_block", **{**ok, "bw": 4.8e12})
+    h800 = perfdb.deepgemm_curve("h800_sxm", "fp8_block", **{**ok, "peak": 1978e12})
+    assert h200.eta == h800.eta and "H200" in h200.source
+    _, t256 = _deepgemm_eta(4, 256, 932e12, 815e12)
+    sol256 = max(4 * EXPERT_PARAMS / 4.8e12, 2 * 4 * 256 * EXPERT_PARAMS / H100_FP8)
+    assert_allclose(sol256 / h200(256 * 256 / 8), t256 * sol256 / (4 * EXPERT_PARAMS / 3.35e12), rtol=1e-12)
+    t8192 = 2 * 4 * 8192 * 4096 * 7168 / 1346e12 + 2 * 4 * 8192 * 7168 * 2048 / 1214e12
+    assert_allclose(2 * 4 * 8192 * EXPERT_PARAMS / H100_FP8 / h200(8192 * 256 / 8), t8192 * 1978 / 1979, rtol=1e-12)
+    assert perfdb.deepgemm_curve("b200_sxm", "fp8_block", **ok) is None        # another die
     assert perfdb.deepgemm_curve("h100_sxm", "fp8", **ok) is None
     assert perfdb.deepgemm_curve("h100_sxm", "fp8_block", **{**ok, "hidden": 4096}) is None
 
@@ -213,13 +225,15 @@ def test_table_ep_rows_pay_for_every_token_of_the_instance():
 
 
 def test_wide_ep_moe_reads_deepgemm_in_node_ep_keeps_the_table():
-    """moe_curve: DeepEP dispatch beyond one 8-GPU node → DeepGEMM; EP 8, TensorRT-LLM's own all-to-all
-    (dispatch "generic") and H200 keep the measured table rows."""
+    """moe_curve: DeepEP dispatch beyond one 8-GPU node → DeepGEMM (on H200 its H800 η, transferred); EP 8 and
+    TensorRT-LLM's own all-to-all (dispatch "generic") keep the measured table rows."""
     tables = perfdb.load_default()
     args = ("fp8_block", 7168, 2048, 8, 256, 1)
     wide = perfdb.moe_curve(tables, "h100_sxm", "vllm", *args, 144, H100_BW, H100_FP8, dispatch="deepep", redundant=32)
     assert "DeepGEMM" in wide.source and "/ 288" in wide.source
-    for gpu, ep, dispatch in (("h100_sxm", 8, "deepep"), ("h100_sxm", 144, "generic"), ("h200_sxm", 144, "deepep")):
+    h200 = perfdb.moe_curve(tables, "h200_sxm", "vllm", *args, 144, H200_BW, H100_FP8, dispatch="deepep")
+    assert "DeepGEMM" in h200.source and "transferred to H200" in h200.source
+    for gpu, ep, dispatch in (("h100_sxm", 8, "deepep"), ("h100_sxm", 144, "generic"), ("h200_sxm", 8, "deepep")):
         bw = H100_BW if gpu == "h100_sxm" else H200_BW
         curve = perfdb.moe_curve(tables, gpu, "vllm", *args, ep, bw, H100_FP8, dispatch=dispatch)
         assert "aiconfigurator" in curve.source

@@ -3,7 +3,8 @@
 1. Where the KV lives: decode HBM, ``decode GPUs × KV budget per GPU``; the layout (MLA latent
    once per attention-DP rank, replicated over its TP ranks); the cached prefix's tier.
 2. How fast decode reads it each step: per GPU ``(b/dp) × KV per request`` at the mean decode
-   context over ``HBM bandwidth × η_mem``, and its share of the step (TPOT at the SLO statistic).
+   context over ``HBM bandwidth × η_mem`` (the decode attention's own η_mem where the step model has a flat
+   pair for it, e.g. FlashMLA's 3000 GB/s on H800), and its share of the step (TPOT at the SLO statistic).
 3. Whether high concurrency forces swapping: the KV budget holds ``budget / KV per request``
    sequences per rank; the SLO batch uses a share of it; beyond, the engine preempts.
 4. Whether migration keeps up: P→D link utilisation ``ρ``, wait, exposed transfer.
@@ -61,11 +62,12 @@ def checklist(setup, workload, outcome, plans, models_for) -> tuple[list[str], d
     # 2. decode's read per step
     read = b_slo * dm.kv_request_bytes_per_gpu
     machine = dep_d.machine
-    read_s = read / (machine.bandwidth_bytes_per_s * machine.eta_mem)
+    eta = _decode_attention_eta_mem(dep_d, machine.eta_mem)
+    read_s = read / (machine.bandwidth_bytes_per_s * eta)
     figures.update(decode_kv_read_bytes_per_gpu=read, decode_kv_read_s=read_s)
     lines.append(f"2. decode reads {_b(read)} of KV per GPU per step (batch {b_slo:,.0f} over {shape.dp} rank(s) at "
                  f"context {dm.context:,.0f}) in {_sec(read_s)} at {machine.bandwidth_bytes_per_s / 1e12:.3g} TB/s × "
-                 f"η {machine.eta_mem:g}: {read_s / tpot:.0%} of the {_sec(tpot)} step" if tpot else "2. no step")
+                 f"η {eta:.3g}: {read_s / tpot:.0%} of the {_sec(tpot)} step" if tpot else "2. no step")
     # 3. swapping
     per_rank = dm.kv_budget_bytes_per_gpu / (dm.kv_request_bytes_per_gpu * shape.dp) if dm.kv_request_bytes_per_gpu \
         else math.inf
@@ -159,3 +161,13 @@ def _verdict(setup, workload, c, placed, models_for, figures) -> str:
         else:
             breaks.append(f"{'context' if what == 'isl' else 'rate'}: holds to ×{FACTORS[-1]:g}")
     return text + f"; for {x}P{y}D what breaks first: " + "; ".join(breaks)
+
+
+def _decode_attention_eta_mem(dep, default: float) -> float:
+    """The decode attention's η_mem where the step model runs it at a flat pair (the card's, or a published
+    kernel figure such as FlashMLA's 3000 GB/s on H800); ``default`` (the card's η_mem) otherwise."""
+    from kvplan.calc.efficiency import Flat
+
+    parts = getattr(dep.steps.pass_fn, "parts", None)
+    att = getattr(parts[1], "attention_decode", None) if parts else None
+    return att.eta_mem if isinstance(att, Flat) else default

@@ -297,8 +297,9 @@ def latency(
                                                  efficiencies.step_overhead_s is not None, par, notes,
                                                  load_tables(), tps=tps)
         if tbo:
-            notes.append("two-batch overlap: the step's communication overlaps the other micro-batch's compute "
-                         "(max(kernels, comm) + overhead; an upper bound on the benefit)")
+            notes.append("two-batch overlap: two micro-batches of half the batch, each re-reading the weights; one's "
+                         "communication beside the other's compute as DeepSeek's day-6 figures schedule it "
+                         "(kvplan.calc.overlap)")
     if batch_max:
         batches = sorted({max_batch(card, hw, cost, engine, kv_dtype, t_, attn_dp, s_ + o_,
                                     expert_parallel or attn_dp > 1 and perf_model == "roofline", redundant_experts,

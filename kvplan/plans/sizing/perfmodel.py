@@ -5,7 +5,10 @@ Precedence for each operator's efficiency (every default taken is named in the n
 1. ``--eta-mem`` / ``--eta-flops`` given: every operator runs at those (flat, as the roofline).
 2. A per-kernel table row for this GPU and dtype (:mod:`kvplan.calc.perfdb`, measured
    latencies of NVIDIA's aiconfigurator database): η(size) = SOL / measured, interpolated.
-3. Otherwise the hardware card's η_mem / η_flops (its ``efficiency.flops_by_dtype`` for the
+3. On an H800 SXM card (no aiconfigurator tables): DeepSeek's own published H800 kernel figures
+   (DeepGEMM's GEMMs, FlashMLA's decode kernel; :mod:`kvplan.plans.sizing.deepseek_profile`) for the
+   operators they measure.
+4. Otherwise the hardware card's η_mem / η_flops (its ``efficiency.flops_by_dtype`` for the
    compute dtype where present), else kvplan's defaults, flat.
 
 Engine profiles (:data:`ENGINE_PERF`) carry what differs between vLLM, SGLang and TensorRT-LLM
@@ -24,6 +27,7 @@ import numpy as np
 
 from kvplan.calc.efficiency import Flat
 from kvplan.calc.operators import OperatorEfficiencies, Parallel, Shapes, operator_pass, padded_batch
+from kvplan.calc.overlap import two_batch_pass
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
 
@@ -201,9 +205,10 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
                             redundant_experts=par.redundant_experts, imbalance=par.imbalance,
                             overlap_comm=par.overlap_comm or bool(overlap_comm), alltoall=par.alltoall,
                             dp_imbalance=par.dp_imbalance, custom_all_reduce=par.custom_all_reduce)
-        return operator_pass(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
-                             batch=batch, phase=phase, clamped=clamped,
-                             graph_sizes=graph_sizes if phase in ("decode", "mixed") else (), **kw)
+        priced = two_batch_pass if par_here.overlap_comm else operator_pass    # overlap: two micro-batches
+        return priced(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
+                      batch=batch, phase=phase, clamped=clamped,
+                      graph_sizes=graph_sizes if phase in ("decode", "mixed") else (), **kw)
 
     def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
         batch = tokens if batch is None else batch
@@ -241,6 +246,22 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
                 break
             by_tp[t] = found
         effs = merge_by_tp(by_tp) if by_tp else None
+    deepseek = False
+    if effs is None and not explicit_eta:     # H800: DeepSeek's own published kernel figures (calc/deepseek_kernels)
+        from kvplan.plans.sizing import deepseek_profile
+
+        by_tp = {}
+        for t in sorted({int(x) for x in (tps or [int(np.max(np.asarray(par.tp)))])}):
+            found = deepseek_profile.efficiencies(
+                card, hw, machine, cost, t, par.expert_parallel, par.alltoall, float(par.redundant_experts),
+                table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype),
+                table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, moe=True), base, per_seq,
+                notes)
+            if found is None:
+                break
+            by_tp[t] = found
+        effs = merge_by_tp(by_tp) if by_tp else None
+        deepseek = effs is not None
     if effs is None:
         source = "--eta-mem/--eta-flops" if explicit_eta else f"{hw.name} card / kvplan defaults"
         effs = flat_efficiencies(machine.eta_mem, machine.eta_flops, source, base, per_seq)
@@ -249,7 +270,7 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
                          f"η_mem {machine.eta_mem:g}, η_flops {machine.eta_flops:g}")
     attention_dtype = "fp8" if next(iter(cost.layouts.values())).kv_dtype == "fp8" else "bf16"
     attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
-    if attention_peak and attention_peak != machine.peak_flops_per_s:
+    if attention_peak and attention_peak != machine.peak_flops_per_s and not (deepseek and effs.attention_peak_flops_per_s):
         effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
         notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
                      f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
