@@ -65,12 +65,23 @@ def schedule(r: dict) -> dict:
     return {"prefill_first": text.startswith("prefill-first"), "split_prompts": "whole prompts" not in text}
 
 
+def kv_policy(r: dict) -> str | None:
+    """The row's KV policy where its engine version fixes one other than the engine's default: vLLM before 0.8 runs
+    V0 (``vllm/core/scheduler.py``: the whole prompt's blocks at admission with the block manager's 1% watermark,
+    ``_preempt`` RECOMPUTE for a single-sequence group, ``running_queue.pop()`` the last admitted)."""
+    version = (r.get("engine_version") or "").split(".")
+    if engine(r) == "vllm" and len(version) > 1 and version[0] == "0" and version[1].isdigit() and int(version[1]) < 8:
+        return "recompute_v0"
+    return None
+
+
 def replay(r: dict, dep=None, steps=None) -> dict:
     """One closed-loop run of the row: fixed lengths, its concurrency and request count, one instance."""
     dep = dep if dep is not None else deployment(r)
     n = int(r["num_requests"] or 500)
     isl, osl = np.full(n, int(r["isl"])), np.full(n, int(r["osl"]))
-    return closed_loop(dep, isl, osl, int(r["concurrency"]), 1, n, steps=steps, **schedule(r))
+    return closed_loop(dep, isl, osl, int(r["concurrency"]), 1, n, steps=steps, kv_policy=kv_policy(r),
+                       **schedule(r))
 
 
 def group(r: dict) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvplan.sim.engine import SimConfig, SimResult, simulate
+from kvplan.sim.config import SimConfig, SimResult, engine_kv_policy, schedule_conservativeness
+from kvplan.sim.engine import simulate
 from kvplan.sim.steps import StepModel, build_step_model
 
-__all__ = ["SimConfig", "SimResult", "StepModel", "build_step_model", "simulate", "simulate_plan"]
+__all__ = ["SimConfig", "SimResult", "StepModel", "build_step_model", "engine_kv_policy", "schedule_conservativeness",
+           "simulate", "simulate_plan"]
 
 
 def simulate_plan(plan, workload, requests: int | None = 10_000, seed: int = 0) -> SimResult:
@@ -33,10 +35,13 @@ def simulate_plan(plan, workload, requests: int | None = 10_000, seed: int = 0) 
                              workload.lengths.decode_context, dp=dp, steps=setup.get("steps"))
     context = np.maximum(trace.isl, 1) + np.maximum(trace.osl, 1)
     kv = setup["layout"].sequence_bytes(context, per_gpu=True)
+    kv_prompt = setup["layout"].sequence_bytes(np.maximum(trace.isl, 1), per_gpu=True)
     span = float(trace.arrival_s[-1] - trace.arrival_s[0]) if trace.requests > 1 else 0.0
     residence = plan.point.residence_s if plan.point is not None else 0.0
     edge = min(max(2 * residence / span if span > 0 else 0.0, 0.05), 0.25)
     config = SimConfig(instances=plan.instances * dp, max_batch=plan.batch_per_rank, chunk_tokens=chunk,
                        kv_pool_bytes=plan.figures.pool_bytes_per_gpu, warmup_fraction=edge,
-                       cooldown_fraction=edge if edge > 0.05 else 0.0)
-    return simulate(trace.arrival_s, trace.isl, trace.osl, kv, steps, config)
+                       cooldown_fraction=edge if edge > 0.05 else 0.0, kv_policy=engine_kv_policy(plan.engine.engine),
+                       schedule_conservativeness=schedule_conservativeness(plan.engine.engine, dp))
+    return simulate(trace.arrival_s, trace.isl, trace.osl, kv, steps, config, prompt_kv_bytes=kv_prompt)
+

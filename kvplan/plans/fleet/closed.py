@@ -59,6 +59,7 @@ SCHEDULES = {
 }
 
 
+
 def closed_loop_check(concurrency) -> None:
     """Raise the InputError ``closed_loop`` gives for a concurrency outside 1 … :data:`MAX_CONCURRENCY`."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
@@ -69,14 +70,18 @@ def closed_loop_check(concurrency) -> None:
 
 
 def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: int | None = None,
-                steps=None, prefill_first: bool | None = None, split_prompts: bool | None = None) -> dict:
+                steps=None, prefill_first: bool | None = None, split_prompts: bool | None = None,
+                kv_policy: str | None = None, kv_pool_bytes: float | None = None) -> dict:
     """One closed-loop run of ``concurrency`` requests in flight over ``instances`` instances (module docstring).
 
     ``steps``: a step table (:class:`kvplan.sim.steps.StepModel` or :class:`kvplan.sim.opsteps.OperatorStepModel`,
     one DP rank's) to replay with instead of the deployment's own (``dep.steps``).
-    ``prefill_first`` / ``split_prompts``: the engine's step composition, default :data:`SCHEDULES`'s.
+    ``prefill_first`` / ``split_prompts``: the engine's step composition, default :data:`SCHEDULES`'s;
+    ``kv_pool_bytes``: the KV pool per GPU in place of the deployment's (a what-if, e.g. an engine's logged size).
+    ``kv_policy``: its KV admission and preemption, default :data:`kvplan.sim.engine.ENGINE_KV_POLICY`'s
+    (``recompute_v0`` for vLLM V0).
     """
-    from kvplan.sim import SimConfig, build_step_model, simulate
+    from kvplan.sim import SimConfig, build_step_model, engine_kv_policy, schedule_conservativeness, simulate
 
     closed_loop_check(concurrency)
     if not isinstance(instances, int) or instances < 1:
@@ -96,13 +101,16 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
         steps = build_step_model(dep.cost, dep.machine, dep.tp, s.chunk_tokens + cap,
                                  float(np.mean(isl + osl / 2)), dp=dp, steps=dep.steps)
     kv = dep.layout.sequence_bytes(context, per_gpu=True)
+    kv_prompt = dep.layout.sequence_bytes(np.maximum(isl, 1), per_gpu=True)
+    policy = kv_policy or engine_kv_policy(s.engine)
     first, split = SCHEDULES.get(s.engine, SCHEDULES["vllm"])
     first = first if prefill_first is None else bool(prefill_first)
     split = split if split_prompts is None else bool(split_prompts)
     config = SimConfig(instances=instances * dp, max_batch=cap, chunk_tokens=s.chunk_tokens,
-                       kv_pool_bytes=dep.pool.bytes_per_gpu, warmup_fraction=0.0, cooldown_fraction=0.0,
-                       concurrency=concurrency, prefill_first=first, split_prompts=split)
-    sim = simulate(np.zeros(n), isl, osl, kv, steps, config)
+                       kv_pool_bytes=dep.pool.bytes_per_gpu if kv_pool_bytes is None else float(kv_pool_bytes),
+                       warmup_fraction=0.0, cooldown_fraction=0.0, concurrency=concurrency, prefill_first=first, split_prompts=split, kv_policy=policy,
+                       schedule_conservativeness=schedule_conservativeness(s.engine, dp))
+    sim = simulate(np.zeros(n), isl, osl, kv, steps, config, prompt_kv_bytes=kv_prompt)
     gpus = instances * dep.gpus
     duration = sim.makespan_s
     done_osl = osl[: sim.measured] if sim.measured == n else osl
@@ -125,12 +133,22 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     row["littles_law_concurrency"] = (row["request_throughput_per_s"] * float(sim.e2e_s.mean())
                                       if sim.e2e_s.size and row["request_throughput_per_s"] else None)
     row["sim_batch_mean"] = float(sim.mean_batch)
+    row.update({"kv_policy": policy, "preemptions": sim.preemptions, "recomputed_tokens": sim.recomputed_tokens})
     return row
 
 
 CLOSED_COLUMNS = ["concurrency", "instances", "tp", "gpus", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "tpot_p50_s",
                   "tpot_p90_s", "tpot_p99_s", "itl_mean_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
-                  "request_throughput_per_s"]
+                  "request_throughput_per_s", "preemptions"]
+
+KV_NOTES = {  # the closed loop's note on its KV policy (kvplan.sim.config)
+    "recompute": "KV allocated as requests grow; when the pool runs out the last admitted request is preempted and "
+                 "prefilled again (vLLM V1 recompute)",
+    "recompute_v0": "KV of the whole prompt at admission (1% watermark); when the pool runs out the last admitted "
+                    "request is preempted and prefilled again (vLLM V0 recompute)",
+    "retract": "prompts admitted under SGLang's new_token_ratio estimate; decoders retracted when the pool runs out",
+    "reserve": "each request's whole context reserved at admission, no preemption (TensorRT-LLM GUARANTEED_NO_EVICT)",
+}
 
 
 def closed_loop_result(model, hardware, workload, concurrency, *, instances: int = 1, tps=None, pps=None,
@@ -190,6 +208,9 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
              f"closed-loop scheduler: {rows[0]['scheduler']} ({engine.engine}'s default: "
              + ("a prompt batch runs on its own, decoders wait" if rows[0]["scheduler"].startswith("prefill-first")
                 else "decoders and prompt chunks share each step") + f", {dep.engine.chunk_tokens:,} tokens a step)",
+             f"closed-loop KV ({rows[0]['kv_policy']}): {KV_NOTES[rows[0]['kv_policy']]}; "
+             + (f"preemptions per level: {', '.join(str(r['preemptions']) for r in rows)}"
+                if any(r["preemptions"] for r in rows) else "the pool never ran out"),
              f"workload: {workload.description}"]
     title = f"Closed loop: {dep.model.name} on {dep.name}, tp={dep.tp}, {engine.engine}, {instances} instance(s)"
     return Result(title=title, rows=rows, columns=CLOSED_COLUMNS, assumptions=list(dict.fromkeys(notes)))

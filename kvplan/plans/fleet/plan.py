@@ -208,6 +208,9 @@ def plan(
                      f"in {sim.wall_s:.2f} s")
         if sim.rejected:
             notes.append(f"simulation: {sim.rejected:,} requests could never fit an instance's KV pool and were rejected")
+        if sim.preemptions:
+            notes.append(f"simulation: the KV pool ran out {sim.preemptions:,} times; {main.engine.engine} preempted "
+                         f"(recompute) or retracted those requests and prefilled {sim.recomputed_tokens:,} tokens again")
     scaled_plans = []
     for multiplier in scale:
         scaled_workload = workload.scaled(multiplier)
