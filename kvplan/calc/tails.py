@@ -156,7 +156,9 @@ def invert_cdf(cdf, quantiles, lo: float, hi: float, iterations: int = 80, round
     it), then runs the same bisection, evaluating ``cdf`` only at midpoints inside the bracket: the
     CDF is monotone, so a midpoint at or above a point where ``cdf >= q`` passes and one at or below
     a point where ``cdf < q`` fails without an evaluation. The answer is the plain bisection's, in
-    far fewer evaluations of ``cdf``.
+    far fewer evaluations of ``cdf``. Where the CDF is not exactly monotone in floating point
+    (next to a jump read back through ``log``) an inferred midpoint can fall on the other side,
+    and the answer is the plain bisection's neighbour, one bisection step away (its own precision).
     """
     q = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
     log = lo > 0

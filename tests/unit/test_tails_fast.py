@@ -42,10 +42,27 @@ def test_weighted_distinct_mixture_equals_the_plain_mean(points, c1, th1, c2, th
 QUANTILES = [0.5, 0.9, 0.95, 0.99]
 
 
+def _within_one_step(plain, fast, lo, hi, iterations):
+    """The bracketed answer is the plain bisection's, or its neighbour one bisection step away.
+
+    Bit-for-bit equality holds almost always (1 case in 4,000 random lognormal mixtures differs),
+    but not always: a CDF evaluated in floating point is not exactly monotone next to a jump (an
+    atom at exp(mu) read back through log), so a midpoint the bracket infers can land on the other
+    side of the one the plain bisection evaluates. The step is the bisection's own precision,
+    (log hi - log lo) / 2**iterations in its log space.
+    """
+    assert np.array_equal(np.isinf(plain), np.isinf(fast)), (plain, fast)
+    finite = np.isfinite(plain)
+    step = (math.log(hi) - math.log(lo)) / 2**iterations if lo > 0 else (hi - lo) / 2**iterations
+    gap = (np.abs(np.log(fast[finite]) - np.log(plain[finite])) if lo > 0
+           else np.abs(fast[finite] - plain[finite]))
+    assert np.all(gap <= step * (1 + 1e-6)), (plain, fast, gap / step)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(1, 400), min_size=1, max_size=24), st.floats(0.0, 0.95), st.floats(1e-3, 30.0),
        st.floats(0.0, 0.95), st.floats(1e-3, 30.0), st.booleans())
-def test_bracketed_inversion_is_the_bisection_bit_for_bit(points, c1, th1, c2, th2, heavy):
+def test_bracketed_inversion_is_the_bisection_to_its_last_step(points, c1, th1, c2, th2, heavy):
     # the TTFT CDF of kvplan plan: atoms at each service time (jumps), exponential waits, a heavy cap
     service = np.asarray(points, dtype=np.float64) * 0.01
     values, weights = tails.distinct(service)
@@ -57,7 +74,7 @@ def test_bracketed_inversion_is_the_bisection_bit_for_bit(points, c1, th1, c2, t
     lo = float(service.min()) * 0.5
     plain = tails.invert_cdf(cdf, QUANTILES, lo, hi, iterations=28)
     fast = tails.invert_cdf(cdf, QUANTILES, lo, hi, iterations=28, rounds=5, jumps=values)
-    assert np.array_equal(plain, fast), (plain, fast)
+    _within_one_step(plain, fast, lo, hi, 28)
 
 
 @settings(max_examples=40, deadline=None)
@@ -73,7 +90,7 @@ def test_bracketed_inversion_of_a_lognormal_mixture(sigmas, mu0, rounds):
     plain = tails.invert_cdf(cdf, QUANTILES, mean * 1e-3, mean * 1e3, iterations=24)
     fast = tails.invert_cdf(cdf, QUANTILES, mean * 1e-3, mean * 1e3, iterations=24, rounds=rounds,
                             jumps=np.exp(mu[sigma == 0]))
-    assert np.array_equal(plain, fast), (plain, fast)
+    _within_one_step(plain, fast, mean * 1e-3, mean * 1e3, 24)
 
 
 def test_bracketed_inversion_by_hand_and_in_fewer_evaluations():
