@@ -10,9 +10,8 @@ def check_two_batch_overlap(card) -> None:
 
     SGLang's ``--enable-two-batch-overlap`` splits a step into two micro-batches whose MoE
     dispatch/combine overlaps the other's compute; its layer strategies exist for MoE decoder layers
-    only (DeepseekV2, Qwen3-MoE, MiMoV2, DeepseekV4) and any other layer raises NotImplementedError
-    ("dense layer TBO not yet implemented"; sglang python/sglang/srt/batch_overlap/operations_strategy.py,
-    ``OperationsStrategy.init_new_tbo``).
+    only (DeepseekV2, Qwen3-MoE, MiMoV2, DeepseekV4); SGLang refuses any other layer
+    (sglang python/sglang/srt/batch_overlap/operations_strategy.py, ``OperationsStrategy.init_new_tbo``).
     """
     if card.moe is None:
         raise InputError(f"--two-batch-overlap: {card.name} is a dense model (SGLang's two-batch overlap "

@@ -84,6 +84,14 @@ def test_a_list_of_only_commas_is_an_empty_list():
 MOE = ["mixtral-8x7b", HW]  # 8 routed experts, top-2 (model_cards/mixtral-8x7b.yaml)
 
 
+def _refused_naming(tmp_path, args, needle):
+    """The command is refused (exit 2, Error:/Hint:, nothing at -o) and its message names ``needle``."""
+    out = tmp_path / "out.json"
+    res = run_inprocess([*args, "-o", out], env=NO_CI)
+    assert_refused(res, outputs=[out])
+    assert needle in res.stderr, res.stderr
+
+
 @pytest.mark.parametrize("args,needle", [
     # EP 2 holds at most 8 × (2 − 1) = 8 replicas (every expert on both ranks)
     (["latency", *MOE, "--enable-expert-parallel", "--tp", "2", "--ep-redundant-experts", "10"],
@@ -101,10 +109,7 @@ MOE = ["mixtral-8x7b", HW]  # 8 routed experts, top-2 (model_cards/mixtral-8x7b.
      "--expert-imbalance 2.5 exceeds EP size 2"),
 ])
 def test_expert_parallel_values_beyond_what_the_ranks_hold_are_refused(tmp_path, args, needle):
-    out = tmp_path / "out.json"
-    res = run_inprocess([*args, "-o", out], env=NO_CI)
-    assert_refused(res, outputs=[out])
-    assert needle in res.stderr, res.stderr
+    _refused_naming(tmp_path, args, needle)
 
 
 def test_the_bounds_themselves_are_accepted():
@@ -131,10 +136,7 @@ def test_plan_skips_the_shapes_that_cannot_hold_the_replicas():
      "--instances 1000000000 is more than the 100,000 kvplan accepts"),
 ])
 def test_plan_multipliers_and_instances_are_bounded(tmp_path, args, needle):
-    out = tmp_path / "out.json"
-    res = run_inprocess([*args, "-o", out], env=NO_CI)
-    assert_refused(res, outputs=[out])
-    assert needle in res.stderr, res.stderr
+    _refused_naming(tmp_path, args, needle)
 
 
 @pytest.mark.parametrize("command", [["plan", M, HW, *WORKLOAD], ["workload", *WORKLOAD]])

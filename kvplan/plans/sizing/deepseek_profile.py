@@ -44,6 +44,7 @@ def efficiencies(card, hw, machine, cost, tp: int, expert_parallel: bool, alltoa
     flat = Flat(machine.eta_mem, machine.eta_flops, f"{hw.name} card")
     used, missing = [], []
     h = card.hidden_size
+    expert_inter = card.moe.expert_params / (3 * h) if card.moe else 0.0  # one expert's intermediate size
     group = card.layer_groups[0]
     mla = group.kind == "mla"
     dense_ok = tp == 1 and gemm_dtype == "fp8_block" and h == 7168
@@ -62,9 +63,8 @@ def efficiencies(card, hw, machine, cost, tp: int, expert_parallel: bool, alltoa
             i = card.intermediate_size
             shapes += [(dense_layers, 2 * i, h), (dense_layers, h, i)]
         if card.moe and card.moe.num_shared_experts:
-            i = card.moe.expert_params / (3 * h)
             c = card.moe.num_moe_layers * card.moe.num_shared_experts
-            shapes += [(c, 2 * i, h), (c, h, i)]
+            shapes += [(c, 2 * expert_inter, h), (c, h, expert_inter)]
         if shapes:
             mlp = dense_curve(tuple(shapes), bw, fp8_peak, "dense MLP and shared-expert GEMMs")
             used.append(f"MLP GEMMs: {mlp.source}")
@@ -72,18 +72,21 @@ def efficiencies(card, hw, machine, cost, tp: int, expert_parallel: bool, alltoa
         missing.append("MLP GEMMs")
     experts = flat
     if cost.is_moe:
-        inter = card.moe.expert_params / (3 * h)
-        curve = (deepgemm_curve("h800_sxm", moe_dtype, h, inter, cost.experts_per_token, cost.num_experts + redundant,
+        curve = (deepgemm_curve("h800_sxm", moe_dtype, h, expert_inter, cost.experts_per_token, cost.num_experts + redundant,
                                 bw, fp8_peak) if expert_parallel and alltoall == "deepep" else None)
         if curve is not None:
             experts = curve
             used.append(f"routed experts: {curve.source}")
         else:
             missing.append("routed-expert GEMMs")
-    decode = flashmla_decode(bw, bf16_peak) if mla else flat
-    (used if mla else missing).append("decode attention: " + FLASHMLA_SOURCE if mla else "decode attention")
+    decode = flat
+    if mla:
+        decode = flashmla_decode(bw, bf16_peak)
+        used.append(f"decode attention: {FLASHMLA_SOURCE}")
+    else:
+        missing.append("decode attention")
     missing.append("LM head (BF16)")
-    if not (used and (mla or attn is not flat or mlp is not flat or experts is not flat)):
+    if not used:  # no operator of this deployment has a DeepSeek figure
         return None
     notes.append(f"{hw.name}: DeepSeek's own kernels measured on H800 SXM5 (kvplan/data/deepseek_h800_kernels.csv; "
                  "what DeepSeek's stack reaches, DeepGEMM / FlashMLA / DeepEP, not any engine's wrappers): "
