@@ -132,7 +132,7 @@ def test_latency_on_mi300x_names_aiter_and_gpus_without_rows_fall_back():
 
 
 def test_aiter_rows_slow_the_deepseek_step_against_the_flat_card():
-    """The block-FP8 GEMMs at decode sizes reach 13–50 % of HBM peak (above), below the card's flat η 0.8, so
+    """The block-FP8 GEMMs at one token move their weights at 10–29 % of HBM peak (9 shapes), below the flat η 0.8, so
     the step with the tables is slower than with --eta-mem 0.8 --eta-flops 0.75 (the card's η forced)."""
     from kvplan.plans.sizing.latency import Efficiencies
 
