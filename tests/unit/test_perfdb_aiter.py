@@ -18,6 +18,8 @@ from importlib.resources import files
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 
 from kvplan.calc import perfdb
@@ -141,3 +143,22 @@ def test_aiter_rows_slow_the_deepseek_step_against_the_flat_card():
     flat = latency_from_names("deepseek-v3", "mi300x", efficiencies=Efficiencies(eta_mem=0.8, eta_flops=0.75), **kw)
     t, f = (np.asarray(x.rows[0]["decode_step_s"]) for x in (table, flat))
     assert t > 1.2 * f
+
+
+PAIRS = sorted({(int(r["n"]), int(r["k"])) for r in read("gemm.csv") if r["dtype"] == "fp8_block"})
+
+
+@given(n=st.floats(64, 65536), k=st.floats(64, 65536), m=st.floats(1, 1e6))
+@settings(max_examples=60, deadline=None)
+def test_any_shape_reads_the_nearest_measured_pair_within_its_measured_range(n, k, m):
+    """The curve is the measured (n, k) pair nearest in log space (worked here from the CSV), and η at any M lies
+    between that pair's lowest and highest measured η (interpolated inside, clamped outside: never extrapolated)."""
+    curve = perfdb.gemm_curve(perfdb.load_default(), "mi300x", "sglang", "fp8_block", n, k, BW, FP8)
+    dist = [(np.log(pn / n) ** 2 + np.log(pk / k) ** 2, pn, pk) for pn, pk in PAIRS]
+    best = min(dist)
+    if sum(1 for d in dist if abs(d[0] - best[0]) < 1e-12) == 1:      # a tie may pick either pair
+        assert f"n={best[1]}, k={best[2]}" in curve.source
+    rows = [r for r in read("gemm.csv") if r["dtype"] == "fp8_block" and f"n={r['n']}, k={r['k']}" in curve.source]
+    pn, pk = int(rows[0]["n"]), int(rows[0]["k"])
+    measured = [max(pn * pk / BW, 2 * int(r["m"]) * pn * pk / FP8) / float(r["latency_s"]) for r in rows]
+    assert min(measured) * (1 - 1e-9) <= float(curve(m)) <= max(measured) * (1 + 1e-9)
