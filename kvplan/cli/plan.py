@@ -13,7 +13,7 @@ from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt,
                                 SystemOpt, TPListOpt, ThinkTimeOpt, TimestampUnitOpt, TpotOpt, TraceFormatOpt,
                                 TraceOpt, TtftOpt, TurnsOpt, WeightsDtypeOpt, cards_dirs, efficiencies, emit,
                                 output_format)
-from kvplan.cli.options import PerfModelOpt
+from kvplan.cli.options import DpImbalanceOpt, PerfModelOpt
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
@@ -93,8 +93,7 @@ def plan_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     perf_model: PerfModelOpt = "operators",
-    dp_imbalance: Annotated[Optional[float], typer.Option(
-        "--dp-imbalance", help="Busiest attention-DP rank's step work over the mean, on every dp > 1 layout (default: sourced, by dp).")] = None,
+    dp_imbalance: DpImbalanceOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     gpu_cost: GpuCostOpt = None,
     max_utilization: MaxUtilizationOpt = 0.9,
