@@ -102,7 +102,7 @@ def plan_command(
     instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
     chart: ChartOpt = None,
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
-    sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate, at most 100,000 (default: the whole trace, or 10000).")] = None,
+    sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate, at most 100,000 (default: the whole trace up to its first 100,000, or 10000).")] = None,
     sample: SampleOpt = 100_000,
     seed: SeedOpt = 0,
     allow_long_context: AllowLongContextOpt = False,

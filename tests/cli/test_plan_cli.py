@@ -57,6 +57,25 @@ def test_json_equals_library_for_a_trace_with_simulation(invoke):
     assert "Note: simulation: 200 requests (the trace)" in res.stderr
 
 
+def test_a_trace_longer_than_the_replay_bound_is_replayed_up_to_it(invoke, monkeypatch):
+    # without --sim-requests a trace is replayed whole only up to MAX_REPLAY_REQUESTS (100,000, the most
+    # --sim-requests accepts); the bound is lowered to 150 here so that the 200-request trace passes it
+    import kvplan.plans.fleet.plan as fleet_plan
+    from kvplan.cli.options import MAX_SIM_REQUESTS
+
+    assert fleet_plan.MAX_REPLAY_REQUESTS == MAX_SIM_REQUESTS == 100_000
+    monkeypatch.setattr(fleet_plan, "MAX_REPLAY_REQUESTS", 150)
+    res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--trace", AZURE, "--tp", "1", "--ttft", "p99<=2s",
+                 "--scale", "2", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert rows[0]["sim_requests"] == 150
+    assert "Note: simulation: 150 requests (the first 150 of the trace's 200; --sim-requests replays fewer)" in res.stderr
+    explicit = json.loads(invoke("plan", "llama-3.1-8b", "h100-sxm", "--trace", AZURE, "--tp", "1", "--ttft", "p99<=2s",
+                                 "--scale", "2", "--sim-requests", "120", "--format", "json").stdout)
+    assert explicit[0]["sim_requests"] == 120
+
+
 def test_table_shows_plan_comparison_and_scale_out(invoke):
     res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--trace", AZURE, "--ttft", "p99<=2s", "--simulate")
     assert res.exit_code == 0, res.stderr

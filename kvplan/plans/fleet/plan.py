@@ -21,6 +21,11 @@ from kvplan.units import format_seconds
 from kvplan.workload.synthetic import workload_from_flags
 from kvplan.workload.traces import read_trace
 
+# Requests a replay of a trace takes by default: its first 100,000 (the most --sim-requests accepts: the
+# replay costs ~0.13 ms a request, about 14 s end to end at this size with the scale-out rows). A trace
+# of millions of requests (the read cap is 4 GiB) replayed whole took minutes per replayed fleet size.
+MAX_REPLAY_REQUESTS = 100_000
+
 PLAN_COLUMNS = [
     "instances", "gpus_per_instance", "total_gpus", "batch_per_instance", "concurrency", "kv_demand_mean_bytes",
     "kv_demand_p99_bytes", "kv_capacity_bytes", "headroom_bytes", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
@@ -129,7 +134,8 @@ def plan(
     (:mod:`kvplan.plans.fleet.search`; default TP 1, 2, 4, 8 and PP where needed) and the cheapest
     feasible plan is the answer's ``plan``, every shape its ``candidates``. The scale-out re-plans
     keep the chosen shape.
-    ``sim_requests``: requests to simulate; None replays a whole trace, or samples 10,000 from a flag workload.
+    ``sim_requests``: requests to simulate; None replays a whole trace (its first ``MAX_REPLAY_REQUESTS`` when
+    longer, said in a note), or samples 10,000 from a flag workload.
     ``simulate``: True sizes the fleet by its own replay (:mod:`kvplan.plans.fleet.replay`), None does
     so for a trace workload only.
     ``gpu_cost``: {hardware: price per GPU-hour}; every row then carries its cost per hour and per
@@ -167,8 +173,11 @@ def plan(
             dep = resolve(model, hw, system=sys_card, engine=engine, parallel=shape.parallelism(), cards=cards)
     if any(not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0) for m in scale):
         raise InputError(f"--scale multipliers must be > 0 (got {', '.join(map(str, scale))})", "e.g. --scale 2,5,10")
+    capped = None
     if sim_requests is None and workload.trace is None:
         sim_requests = 10_000
+    elif sim_requests is None and workload.trace.requests > MAX_REPLAY_REQUESTS:
+        sim_requests = capped = MAX_REPLAY_REQUESTS
     if sim_requests is not None and sim_requests < 100:
         raise InputError(f"--sim-requests must be >= 100 (got {sim_requests})", "10000 takes about a second")
     kwargs = {"max_gpus": max_gpus, "max_utilization": max_utilization, "allow_long_context": allow_long_context}
@@ -202,7 +211,8 @@ def plan(
         notes.append("simulation skipped: no fleet to simulate")
     elif sim is not None:
         explain += _sim_explain(main, sim)
-        source = "the trace" if workload.trace is not None else f"sampled, seed {seed}"
+        source = (f"the first {capped:,} of the trace's {workload.trace.requests:,}; --sim-requests replays fewer"
+                  if capped else "the trace" if workload.trace is not None else f"sampled, seed {seed}")
         notes.append(f"simulation: {sim.requests:,} requests ({source})"
                      f", {sim.measured:,} measured (warm-up and drain left out); {sim.steps:,} steps ({sim.mixed_steps:,} with prefill) "
                      f"in {sim.wall_s:.2f} s")
