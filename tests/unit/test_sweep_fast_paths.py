@@ -80,8 +80,12 @@ def test_parquet_layout_required_plain_and_delta(tmp_path):
     assert "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"] and "DELTA_BINARY_PACKED" not in encodings["tp"]
     assert "DELTA_BINARY_PACKED" not in encodings["batch"] and "DELTA_BINARY_PACKED" not in encodings["num_blocks"]
     stats = {group.column(i).path_in_schema: group.column(i).is_stats_set for i in range(group.num_columns)}
-    assert stats["seq_len"] and stats["batch"] and stats["model"] and stats["fits"] and not stats["decode_step_s"]
-    assert group.column(0).statistics.min == group.column(0).statistics.max == "llama-3.1-8b"  # one combination
+    assert stats["seq_len"] and stats["batch"] and stats["tp"] and stats["pp"] and stats["fits"]
+    assert not stats["model"] and not stats["hardware"] and not stats["decode_step_s"]  # strings: a one-value dictionary
+    tp = group.column(parquet_schema.names.index("tp")).statistics
+    assert tp.min == tp.max == 1  # a row group is one combination
+    seq = group.column(parquet_schema.names.index("seq_len")).statistics
+    assert (seq.min, seq.max) == (1024, 131072)
     table = pq.read_table(out)
     assert table.schema.remove_metadata().equals(arrow_schema(table.column_names))
     frame = table.to_pandas()

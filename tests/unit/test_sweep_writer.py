@@ -49,12 +49,15 @@ def test_a_failing_producer_is_raised_after_the_writer_stops():
     assert not any(t.name == "kvplan-sweep-writer" for t in threading.enumerate())
 
 
-def test_parquet_integers_are_delta_encoded(tmp_path):
+def test_parquet_byte_totals_are_delta_encoded_and_latency_floats_uncompressed(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     out = tmp_path / "sweep.parquet"
     write_sweep(sweep(Grid(models=["llama-3.1-8b"], hardware=["h100-sxm"], seq=[1024, 2048], batch=[1, 2])), out)
     meta = pq.ParquetFile(out).metadata.row_group(0)
     encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
-    assert "DELTA_BINARY_PACKED" in encodings["seq_len"] and "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"]
-    assert "DELTA_BINARY_PACKED" not in encodings["decode_step_s"]
+    assert "DELTA_BINARY_PACKED" in encodings["kv_bytes_total"] and "DELTA_BINARY_PACKED" in encodings["kv_bytes_total_per_gpu"]
+    assert "DELTA_BINARY_PACKED" not in encodings["seq_len"] and "DELTA_BINARY_PACKED" not in encodings["decode_step_s"]
+    codecs = {meta.column(i).path_in_schema: meta.column(i).compression for i in range(meta.num_columns)}
+    assert {codecs[c] for c in ("decode_step_s", "floor_decode_step_s", "decode_tokens_per_s")} == {"UNCOMPRESSED"}
+    assert {codecs[c] for c in codecs if not c.startswith(("decode_", "floor_"))} == {"LZ4"}
     assert str(pq.read_table(out).schema.field("seq_len").type) == "int64"

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kvplan.errors import InputError
-from kvplan.plans.check.sweep import COORDINATES, Block, SweepResult, SweepStream
+from kvplan.plans.check.sweep import LATENCY_COLUMNS, Block, SweepResult, SweepStream
 
 OUTPUT_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -170,26 +170,40 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
     return done
 
 
-# Parquet: LZ4 pages; dictionaries for the string columns; the byte totals (a new value every row)
-# and seq_len delta-encoded (DELTA_BINARY_PACKED: a steady step packs to a few bits a row); every
-# other column plain, where LZ4 packs the runs (a value repeated along batch, a batch cycle) about
-# as small at half the encoding time; statistics on the coordinates and fits (what readers filter
-# on: a row group is one combination, so min = max names it); the columns that are never empty are
-# required fields (no definition levels). Measured on the 4M-point grid of
-# benchmarks/bench_sweep.py (CPU seconds of the encoder alone): 0.73 s with every column nullable
-# and every integer delta-encoded, 0.52 s like this (0.42 s without the statistics, which cost
-# ~0.09 s on the string columns), for a file of ~56 MB (LZ4 instead of none: 400 MB; zstd-1 costs
-# ~0.5 s more). Values reach the encoder 65,536 at a time (write_batch_size; pyarrow's default is 1,024):
-# a plain LZ4 column of 4M values encodes in ~13 ms instead of ~18 ms, the whole file in ~0.48 s CPU
-# instead of ~0.61 s (the file keeps its size: pages still close at the 1 MiB data_page_size).
-PARQUET_OPTIONS = {"compression": "lz4", "use_dictionary": ["model", "hardware", "kv_dtype", "engine"],
-                   "write_statistics": COORDINATES + ["fits"], "write_batch_size": 1 << 16}
-DELTA_COLUMNS = ("seq_len", "kv_bytes_total", "kv_bytes_total_per_gpu")
+# Parquet encoder settings, each measured on the 4M-point grid of benchmarks/bench_sweep.py (CPU
+# seconds of the encoder alone, per million rows, single thread):
+# - LZ4 (LZ4_RAW) pages, except the latency floats: LZ4 does not shrink them (3 columns: 14.94 MiB
+#   with LZ4, 14.92 without per million rows) and costs ~2 ms a million rows; zstd-1 packs no
+#   smaller here at twice the time, no compression at all makes a ~400 MB file.
+# - dictionaries for the string columns (one value a row group: the column is a dictionary and
+#   a run of zeros); every other column is not dictionary-encoded (hashing 4M values each costs
+#   more than LZ4 on their plain runs, which packs a constant or a batch cycle about as small).
+# - DELTA_BINARY_PACKED for the byte totals (a new value every row, a steady step along batch:
+#   a few bits a row, 0.9 MiB instead of 9 MiB per million rows for the two); seq_len plain (a run
+#   of ``batch`` equal values that LZ4 packs: 3 ms instead of 6.5 ms a million rows, 114 KiB
+#   instead of 77 KiB).
+# - statistics on the numeric coordinates and fits (what readers filter on: a row group is one
+#   combination, so min = max names it); not on the string columns: Arrow derives them from the
+#   dictionary indices row by row (16 ms a million rows for the four, a third of the encoder's
+#   time on them) while each of those column chunks is a one-value dictionary and a few hundred
+#   bytes of run-length zeros, no dearer to read than its statistics would be.
+# - the columns that are never empty are required fields (no definition levels).
+# - values reach the encoder 65,536 at a time (write_batch_size; pyarrow's default is 1,024):
+#   a plain LZ4 column of 4M values encodes in ~13 ms instead of ~18 ms.
+# Files stay standard Parquet (format 2.6 types, codecs every reader has): pandas and pyarrow read
+# them with integers as int64, booleans as bool and the string columns as dictionaries.
+STRING_COLUMNS = ["model", "hardware", "kv_dtype", "engine"]
+STATISTICS_COLUMNS = ["seq_len", "batch", "tp", "pp", "fits"]
+UNCOMPRESSED_COLUMNS = frozenset(LATENCY_COLUMNS)
+PARQUET_OPTIONS = {"use_dictionary": STRING_COLUMNS, "write_statistics": STATISTICS_COLUMNS,
+                   "write_batch_size": 1 << 16}
+DELTA_COLUMNS = ("kv_bytes_total", "kv_bytes_total_per_gpu")
 
 
 def parquet_options(names: list[str]) -> dict:
-    return {**PARQUET_OPTIONS, "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS
-                                                   if name in names}}
+    return {**PARQUET_OPTIONS,
+            "compression": {name: "none" if name in UNCOMPRESSED_COLUMNS else "lz4" for name in names},
+            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS if name in names}}
 
 
 def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
