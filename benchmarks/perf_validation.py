@@ -294,7 +294,7 @@ def render(results) -> tuple[str, dict]:
               "client over HTTP and carry a per-request cost kvplan's prefill pass does not hold (gpt-oss-120b: 33.7 ms "
               "measured for 332 prompt tokens, kvplan 11.6 ms; Qwen3-235B: 99 → 140 ms from 610 to 4,194 tokens where "
               "kvplan's prefill goes 40 → 100 ms); no public figure sizes that cost, so nothing is charged, and these "
-              "rows set the prefill group's bias (−28 … −95 %).",
+              "rows set the prefill group's bias (−28 … −90 %; DeepSeek-V3.1 on MI300X −95 % at the flat η, −90 % on aiter's tables).",
               "- *A wide-EP decode instance* (LMSYS, DeepSeek-V3 on 9×8 H100, SGLang with DeepEP low-latency, "
               "two-batch overlap and EPLB, 256 sequences per GPU at KV length 2,000; scored as a decode-only "
               "`--dp 72 --enable-expert-parallel --ep-redundant-experts 32 --system hgx-h100-8` step, "
