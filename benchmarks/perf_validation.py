@@ -61,11 +61,21 @@ def evaluate(row: Row, how: str = "max") -> float:
     return r["ttft_s"] * 1e3 if kind == "ttft" else r["tokens_per_s_per_gpu"]
 
 
-def has_tables(hardware: str) -> bool:
-    from kvplan.calc.perfdb import load_default
+def has_tables(row) -> bool:
+    """The row's GPU has per-kernel tables; on a GPU whose rows are not aiconfigurator's (MI300X: AMD aiter), the
+    tables also hold the row's GEMM dtype (block FP8 there: per-tensor FP8 and bf16 rows run at the card's η)."""
+    from kvplan.calc.perfdb import load_default, origin
+    from kvplan.cards.loader import load_model
+    from kvplan.plans.sizing.perfmodel import table_dtype
 
     tables = load_default()
-    return tables is not None and tables.gpu_name(hardware) is not None
+    gpu = tables.gpu_name(row.hardware) if tables is not None else None
+    if gpu is None or origin(tables, gpu)[1] is None:
+        return gpu is not None
+    native = load_model(row.model).weights_dtype
+    weights = row.weights_dtype if row.weights_dtype not in (None, "", "auto") else (native or "bf16")
+    compute = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4"}.get(weights, "bf16")
+    return tables.select("gemm", gpu=gpu, dtype=table_dtype(compute, weights, native)) is not None
 
 
 def collect():
@@ -170,13 +180,13 @@ def render(results) -> tuple[str, dict]:
             # the scoring set's error where it has enough rows to mean something, else the fitting set's
             if current is None or (set_name == "scoring" and s["n"] >= MIN_SCORING_ROWS):
                 bands["groups"][group] = {"set": set_name, **{k: round(v, 4) for k, v in s.items()}}
-    lines += ["", "The same, only rows on GPUs with per-kernel tables (A100, H100, H200, B200, and GB200 on B200's; others run at "
-              "the card's flat η and say so):", "",
+    lines += ["", "The same, only rows on GPUs with per-kernel tables (A100, H100, H200, B200, GB200 on B200's, and MI300X "
+              "where its GEMMs are block FP8, AMD's aiter rows; others run at the card's flat η and say so):", "",
               "| set | group | rows | median abs error | median signed error (bias) | p90 abs error |",
               "|---|---|---:|---:|---:|---:|"]
     for set_name in ("fitting", "scoring"):
         for group in GROUPS:
-            s = stats([e for r, _h, _v, e in results if r.set == set_name and r.group == group and has_tables(r.hardware)])
+            s = stats([e for r, _h, _v, e in results if r.set == set_name and r.group == group and has_tables(r)])
             if s["n"]:
                 lines.append(f"| {set_name} | {GROUP_TITLES[group]} | {s['n']} | {s['median_abs']:.0%} | "
                              f"{_pct(s['bias'])} | {s['p90_abs']:.0%} |")
@@ -202,8 +212,12 @@ def render(results) -> tuple[str, dict]:
               "blog 'Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X', 2025-03-02), which does "
               "not bind 16 KB all-reduces; vLLM's ROCm custom all-reduce takes 6–7 µs at 24–48 KB on TP8 MI355X "
               "(vllm PR #39080; no MI300X figure). Small TP8 GEMM shards bound by kernel latency rather than bandwidth "
-              "is the likely shape of the gap, but one FP8 shape of another kernel is not a table: no MI300X "
-              "per-operator table ships, these rows stay at the flat η and out of target. The README lists 'AITER full "
+              "is the likely shape of the gap, but one FP8 shape of another kernel is not a table. MI300X now has AMD's "
+              "measured aiter tables (`kvplan/data/perf/aiter`: ROCm/aiter @e404860, cu_num 304), but they hold "
+              "block-FP8 GEMMs and fused MoE only: at that commit aiter's per-token/per-tensor FP8 and bf16 GEMM CSVs "
+              "carry MI308 (cu_num 80) and MI355X (256) rows, none for 304, and vLLM's per-tensor path is hipBLASLt / "
+              "`wvSplitKQ`, not aiter. So these per-tensor FP8 Llama rows still run at the flat η and stay out of "
+              "target. The README lists 'AITER full "
               "graph capture' for that image, so no missing-HIP-graph host cost is indicated, and no figure sizes one.",
               "- *How the fitting rows are read* where the page is silent (`tests/validation/perf_rows.py`): ModelOpt "
               "checkpoints (`nvidia/*-FP8`, `-FP4`) run with their FP8 KV cache (`kv_cache_quant_algo: FP8`; "
@@ -267,8 +281,14 @@ def render(results) -> tuple[str, dict]:
               "mean TPOT is kvplan's batch-1 step within −6 … −5 % for DeepSeek-R1-0528 FP8 on 8×B200 TP8 (three runs), "
               "−19 % for Qwen3-235B-A22B BF16 on 8×B200 TP8, +30 % for gpt-oss-120b on 8×B200 TP8 (kvplan slower; not broken down here), −43 % for "
               "Qwen3-Next-80B-A3B (hybrid Gated DeltaNet layers) and −10 % for Llama-3.1-70B on 8×A100 TP8; DeepSeek-V3.1 on "
-              "8×MI300X TP8 (SGLang 0.5.7) measures 23.8–24.9 ms where kvplan's flat-η MI300X step is 2.9 ms (−88 %): no "
-              "MI300X per-operator table ships, as for the dense MI300X rows. Kimi-K2 with `--dp 4 --enable-dp-attention` is "
+              "8×MI300X TP8 (SGLang 0.5.7, whose ROCm image runs aiter: `SGLANG_USE_AITER=1`) measures 23.8–24.9 ms; with "
+              "AMD's aiter rows (block-FP8 GEMMs and fused MoE, `kvplan/data/perf/aiter`) kvplan's step is 3.9 ms "
+              "(−84 %; 2.9 ms, −88 %, at the card's flat η). `--explain` at 610 tokens: attention GEMMs 340 → 930 µs "
+              "(aiter's block-FP8 GEMMs measured at one token, 9 shapes, move their weights at 10–29 % of HBM peak, median 23 %), dense MLP and shared experts 110 → "
+              "491 µs, routed experts 602 → 639 µs (η 0.75 at one token), attention core 10 µs, LM head 55 µs, TP "
+              "all-reduces 1.24 ms, launch floor 552 µs. The other ~20 ms a step (0.33 ms a layer) lies in what aiter "
+              "does not time: MLA decode attention, the 122 TP all-reduces per step at 14 KB, the engine's host time "
+              "per step; no public MI300X figure for any of them was found, so nothing is charged for them. Kimi-K2 with `--dp 4 --enable-dp-attention` is "
               "recorded but not scored (at one request in flight one attention-DP rank works and three idle; kvplan's DP "
               "step is lock-step and equally loaded). GLM-4.6's runs are not added: its test environment lists four GPUs "
               "(B200, MI300X, MI325X, MI355X) and the results do not say which one ran. Their mean TTFTs are taken at the "

@@ -1,7 +1,9 @@
 """Per-kernel efficiency tables: η curves from measured kernel latencies (kvplan/data/perf).
 
 The tables are NVIDIA aiconfigurator's measured single-kernel latencies (Apache-2.0; see
-kvplan/data/perf/README.md for origin, conversions and what was kept). Each measured row gives
+kvplan/data/perf/README.md for origin, conversions and what was kept) and, for MI300X (gfx942, 304 CUs),
+AMD's ROCm/aiter tuned-kernel timings (MIT; kvplan/data/perf/aiter/README.md: block-FP8 GEMMs and fused
+MoE only, backend ``aiter``, read for every engine). Each measured row gives
 
     η = SOL / latency,   SOL = max(bytes / HBM bandwidth, FLOPs / peak of the kernel's dtype)
 
@@ -38,6 +40,10 @@ import numpy as np
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, nearest_index
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
+# Further directories of the same schema, read after DATA (their rows appended): AMD's aiter cut for MI300X.
+EXTRA = ("aiter",)
+# Who measured a backend's rows, for the curves' sources and the notes (default: NVIDIA aiconfigurator).
+ORIGIN = {"aiter": "AMD"}
 BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "w4a16_mxfp4": 0.5,
          "w4a8_mxfp4_mxfp8": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "sq": 1.0}
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
@@ -81,14 +87,20 @@ class PerfTables:
     """The shipped tables, read lazily; ``root`` is a directory of the CSVs (kvplan/data/perf)."""
 
     root: Path
+    extra: tuple[Path, ...] = ()
     _cache: dict = field(default_factory=dict)
 
     def table(self, name: str, gpu: str | None = None) -> dict[str, np.ndarray] | None:
+        """One table's columns: ``root``'s file, then each ``extra`` directory's rows (same header) appended."""
         key = (name, gpu)
         if key not in self._cache:
-            path = self.root / f"{name}.csv"
-            self._cache[key] = _read(path, gpu) if path.exists() else None
-            if self._cache[key] is not None and not len(self._cache[key].get("latency_s", [0])):
+            parts = [_read(d / f"{name}.csv", gpu) for d in (self.root, *self.extra) if (d / f"{name}.csv").exists()]
+            parts = [p for p in parts if len(next(iter(p.values()), []))]
+            out = None
+            if parts:
+                out = {c: np.concatenate([p[c] for p in parts]) for c in parts[0] if all(c in p for p in parts)}
+            self._cache[key] = out
+            if out is not None and not len(out.get("latency_s", [0])):
                 self._cache[key] = None
         return self._cache[key]
 
@@ -117,7 +129,7 @@ class PerfTables:
         t = self.table(name, gpu)
         if t is None:
             return None, None
-        for b in dict.fromkeys([engine, "trtllm", "vllm", "sglang"]):
+        for b in dict.fromkeys([engine, "trtllm", "vllm", "sglang", "aiter"]):
             rows = self.select(name, gpu=gpu, backend=b, **equal)
             if rows is not None:
                 return b, rows
@@ -167,7 +179,7 @@ def _gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float,
 
 
 def _curve(sizes, sol, latency, source) -> Curve | None:
-    return curve_from_rows(sizes, sol, latency, f"aiconfigurator {source}")
+    return curve_from_rows(sizes, sol, latency, f"{ORIGIN.get(source.split()[0], 'aiconfigurator')} {source}")
 
 
 @_memo
@@ -404,12 +416,36 @@ def _collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
     return out
 
 
+# Where the rows of a GPU come from, for the notes: (label, what the engines run, named once per command).
+AITER_NOTE = (
+    "MI300X rows: AMD's ROCm/aiter tuned-kernel CSVs @e404860 (aiter/configs/model_configs/*_tuned_*.csv, cu_num "
+    "304 = gfx942: MI300X and MI325X share it and the tuner records no product name), the measured time of the best "
+    "kernel per shape (aiter/utility/mp_tuner.py -> aiter/test_common.py run_perftest: profiler device time, inputs "
+    "rotated beyond L2): block-FP8 GEMMs and fused MoE only, tuned in 2026. SGLang's ROCm image sets SGLANG_USE_AITER=1 "
+    "(sgl-project/sglang docker/rocm.Dockerfile) and runs block-FP8 linears through aiter's gemm_a8w8_blockscale and "
+    "MoE through aiter's fused_moe; vLLM calls aiter only with VLLM_ROCM_USE_AITER=1 (vllm/envs.py, off by default), "
+    "and its per-tensor FP8 linears run hipBLASLt / wvSplitKQ, not aiter (no row: the card's η). aiter's first "
+    "release is v0.1.1 (2025-04-26): engine builds before it did not run these kernels. aiter publishes no MI300X "
+    "attention or all-reduce timings: those keep the card's η")
+ORIGIN_NOTES = {"aiter": ("AMD ROCm/aiter tuned-kernel timings, kvplan/data/perf/aiter", AITER_NOTE)}
+
+
+def origin(tables: PerfTables, gpu: str) -> tuple[str, str | None]:
+    """(label, note) of whoever measured ``gpu``'s GEMM rows: aiconfigurator's by default."""
+    t = tables.table("gemm", gpu)
+    backends = set(t["backend"].tolist()) if t is not None else set()
+    for backend, found in ORIGIN_NOTES.items():
+        if backends == {backend}:
+            return found
+    return "NVIDIA aiconfigurator, kvplan/data/perf", None
+
+
 @lru_cache(maxsize=1)
 def load_default() -> PerfTables | None:
     """The tables that ship with kvplan, or None where none do."""
-    return PerfTables(DATA) if (DATA / "gemm.csv").exists() else None
+    return PerfTables(DATA, tuple(DATA / d for d in EXTRA)) if (DATA / "gemm.csv").exists() else None
 
 
-__all__ = ["PerfTables", "load_default", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
+__all__ = ["PerfTables", "load_default", "origin", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
            "STAND_INS"]

@@ -30,6 +30,17 @@ MAX_PARAMS = 10**15
 MAX_VOCAB = 1 << 24
 MAX_EXPERTS = 1 << 16
 MAX_NAME = 120
+# Rates and times of a hardware or system card, bounded so that a card's figures cannot push a
+# step time, a queueing moment (times squared) or a rate past float range (a card with
+# hbm_bandwidth_bytes_per_s: 1e-300 gave infinite step times and NaN percentiles with numpy
+# overflow warnings). The slowest figures allowed (1 MB/s, 1 MFLOP/s, 0.1% efficiency) price a
+# 405B-parameter decode step at ~1e13 s, finite squared; the fastest (1 EB/s, 1 ZFLOP/s) are
+# ~10^5 times today's HBM (H200: 4.8 TB/s) and ~10^5 times B200's dense FP4 (9 PFLOP/s).
+MIN_RATE_BYTES_PER_S, MAX_RATE_BYTES_PER_S = 1e6, 1e18
+MIN_FLOPS_PER_S, MAX_FLOPS_PER_S = 1e6, 1e21
+MIN_EFFICIENCY = 0.001     # a share of a peak below 0.1%: no device runs (the --eta-* flags' floor too)
+MAX_LATENCY_S = 3600.0     # a link's or a tier's fixed latency, a per-step overhead: an hour is far past any
+MAX_LINKS = 1024           # links of one kind per accelerator
 
 
 class StrictModel(BaseModel):
@@ -225,10 +236,11 @@ class Link(StrictModel):
     """A data path: bandwidth per direction, fixed latency, and the efficiency reached in practice."""
 
     name: str
-    bandwidth_bytes_per_s: float = Field(gt=0, description="per direction, per accelerator")
-    latency_s: float | None = Field(default=None, ge=0)
-    efficiency: float | None = Field(default=None, gt=0, le=1, description="share of line rate reached")
-    count: int = Field(default=1, gt=0, description="links of this kind per accelerator (NICs)")
+    bandwidth_bytes_per_s: float = Field(ge=MIN_RATE_BYTES_PER_S, le=MAX_RATE_BYTES_PER_S,
+                                         description="per direction, per accelerator")
+    latency_s: float | None = Field(default=None, ge=0, le=MAX_LATENCY_S)
+    efficiency: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1, description="share of line rate reached")
+    count: int = Field(default=1, gt=0, le=MAX_LINKS, description="links of this kind per accelerator (NICs)")
 
 
 class Tier(StrictModel):
@@ -236,28 +248,28 @@ class Tier(StrictModel):
 
     name: str
     kind: Literal["host_dram", "cxl", "nvme", "remote"]
-    capacity_bytes: int | None = Field(default=None, gt=0)
-    read_bytes_per_s: float = Field(gt=0)
-    write_bytes_per_s: float | None = Field(default=None, gt=0)
-    latency_s: float | None = Field(default=None, ge=0)
+    capacity_bytes: int | None = Field(default=None, gt=0, le=1 << 60)
+    read_bytes_per_s: float = Field(ge=MIN_RATE_BYTES_PER_S, le=MAX_RATE_BYTES_PER_S)
+    write_bytes_per_s: float | None = Field(default=None, ge=MIN_RATE_BYTES_PER_S, le=MAX_RATE_BYTES_PER_S)
+    latency_s: float | None = Field(default=None, ge=0, le=MAX_LATENCY_S)
     cost_per_gb: float | None = Field(default=None, ge=0)
 
 
 class Efficiency(StrictModel):
     """Share of peak reached in practice, and a fixed per-step overhead (sourced defaults)."""
 
-    memory_bandwidth: float | None = Field(default=None, gt=0, le=1)
-    flops: float | None = Field(default=None, gt=0, le=1)
+    memory_bandwidth: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
+    flops: float | None = Field(default=None, ge=MIN_EFFICIENCY, le=1)
     flops_by_dtype: dict[str, float] | None = Field(
         default=None, description="share of each dtype's peak (e.g. fp8 GEMMs reach less of theirs than bf16)")
-    step_overhead_s: float | None = Field(default=None, ge=0)
+    step_overhead_s: float | None = Field(default=None, ge=0, le=MAX_LATENCY_S)
 
     @field_validator("flops_by_dtype")
     @classmethod
     def _shares(cls, value):
         for dtype, share in (value or {}).items():
-            if not 0 < share <= 1:
-                raise ValueError(f"flops_by_dtype.{dtype} must be in (0, 1] (got {share})")
+            if not MIN_EFFICIENCY <= share <= 1:
+                raise ValueError(f"flops_by_dtype.{dtype} must be in [{MIN_EFFICIENCY}, 1] (got {share})")
         return value
 
 
@@ -270,7 +282,7 @@ class HardwareCard(Card):
     hbm_capacity_basis: Literal["runtime", "datasheet"] = Field(
         description="runtime: total bytes the runtime reports (e.g. torch total_memory); datasheet: nominal"
     )
-    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
+    hbm_bandwidth_bytes_per_s: float = Field(ge=MIN_RATE_BYTES_PER_S, le=MAX_RATE_BYTES_PER_S)
     peak_flops_per_s: dict[FlopsDtype, float] = Field(
         min_length=1, description="dense (not 2:4 sparse) peak per dtype"
     )
@@ -288,8 +300,9 @@ class HardwareCard(Card):
     @classmethod
     def _positive_flops(cls, value: dict[str, float]) -> dict[str, float]:
         for dtype, flops in value.items():
-            if not flops > 0:
-                raise ValueError(f"peak_flops_per_s.{dtype}: must be > 0 (got {flops})")
+            if not MIN_FLOPS_PER_S <= flops <= MAX_FLOPS_PER_S:
+                raise ValueError(f"peak_flops_per_s.{dtype}: must be between {MIN_FLOPS_PER_S:g} and "
+                                 f"{MAX_FLOPS_PER_S:g} FLOP/s (got {flops})")
         return value
 
 

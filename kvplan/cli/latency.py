@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvplan.cli.options import PerfModelOpt
+from kvplan.cli.options import DpImbalanceOpt, PerfModelOpt
 from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, CardNameOpt, CardsOpt, ComputeDtypeOpt, EPOpt,
                                 EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExpertParallelOpt, ExplainOpt, FormatOpt,
                                 HardwareArg, KVDtypeOneOpt, KVDtypeOpt, MaxNumSeqsOptionalOpt, ModelArg, OutputOpt,
@@ -59,8 +59,7 @@ def latency_command(
         "--ep-redundant-experts", help="Redundant expert replicas per MoE layer (EPLB); memory counted.")] = 0,
     expert_imbalance: Annotated[Optional[float], typer.Option(
         "--expert-imbalance", help="Hottest EP rank's routed tokens over the mean (default 1).")] = None,
-    dp_imbalance: Annotated[Optional[float], typer.Option(
-        "--dp-imbalance", help="Busiest attention-DP rank's step work over the mean (default: sourced, by --dp).")] = None,
+    dp_imbalance: DpImbalanceOpt = None,
     two_batch_overlap: Annotated[Optional[bool], typer.Option(
         "--two-batch-overlap/--no-two-batch-overlap", help="Overlap EP communication with the other micro-batch.")] = None,
     disable_custom_all_reduce: Annotated[bool, typer.Option(

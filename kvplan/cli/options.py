@@ -199,6 +199,8 @@ def perf_model_name(text: str | None) -> str | None:
     return PERF_MODEL_ALIASES.get(text.strip().lower(), text)
 
 
+DpImbalanceOpt = Annotated[Optional[float], typer.Option(
+    "--dp-imbalance", help="Busiest attention-DP rank's step work over the mean, on dp > 1 (default: sourced, by dp).")]
 PerfModelOpt = Annotated[str, typer.Option(
     "--perf-model", callback=perf_model_name,
     help="Step-time model: operators (per-operator efficiencies from measured kernel tables, default) "

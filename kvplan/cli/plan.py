@@ -13,7 +13,7 @@ from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt,
                                 SystemOpt, TPListOpt, ThinkTimeOpt, TimestampUnitOpt, TpotOpt, TraceFormatOpt,
                                 TraceOpt, TtftOpt, TurnsOpt, WeightsDtypeOpt, cards_dirs, efficiencies, emit,
                                 output_format)
-from kvplan.cli.options import PerfModelOpt
+from kvplan.cli.options import DpImbalanceOpt, PerfModelOpt
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InfeasibleError
 from kvplan.cli.pd import _tps
@@ -42,6 +42,20 @@ def _float_list(text: str) -> list[float]:
 
 
 MAX_SCALE = 1e6
+
+
+def _check_dp_imbalance(lam: float, dps: list[int] | None) -> None:
+    """``--dp-imbalance`` λ: 1 <= λ <= the smallest searched dp > 1 (the busiest rank does at most all the work)."""
+    from kvplan.errors import InputError
+    from kvplan.plans.fleet.search import DEFAULT_DPS
+
+    if not (1.0 <= lam < float("inf")):
+        raise InputError(f"--dp-imbalance must be >= 1 (got {lam})",
+                         "busiest attention-DP rank's step work over the mean; 1 = perfectly balanced")
+    ranks = [d for d in (DEFAULT_DPS if dps is None else dps) if d > 1]
+    if ranks and lam > min(ranks):
+        raise InputError(f"--dp-imbalance {lam:g} exceeds dp {min(ranks)}, the smallest attention-DP size searched",
+                         "the busiest rank does at most all of the step's work: 1 <= λ_dp <= dp; pin --dp to larger sizes")
 
 
 def plan_command(
@@ -80,6 +94,7 @@ def plan_command(
     step_overhead: StepOverheadOpt = None,
     prefill_overhead: PrefillOverheadOpt = None,
     perf_model: PerfModelOpt = "operators",
+    dp_imbalance: DpImbalanceOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
     gpu_cost: GpuCostOpt = None,
     max_utilization: MaxUtilizationOpt = 0.9,
@@ -109,15 +124,22 @@ def plan_command(
     settings = EngineSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size is not None else None, block_size=block_size,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead), perf_model=perf_model)
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead), perf_model=perf_model,
+        dp_imbalance=dp_imbalance)
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None
     dps = _tps(dp, "--dp") if dp is not None else None
+    if dp_imbalance is not None:
+        _check_dp_imbalance(dp_imbalance, dps)
     if chart is not None and (concurrency is None or chart.suffix.lower() != ".png"):
         from kvplan.errors import InputError
 
         raise InputError(f"--chart {ascii(str(chart))}: the chart is a PNG of a --concurrency sweep",
                          "e.g. --concurrency 1,8,32,128 --chart curve.png")
+    if chart is not None:
+        from kvplan.outputs import check_target
+
+        check_target(chart, "--chart")
     closed = None if concurrency is None else _tps(concurrency, "--concurrency")
     answer = fleet_answer(model, hardware, workload, slos, settings,
                           concurrency=closed, instances=instances, tps=tps, pps=pps, dps=dps,
@@ -127,15 +149,21 @@ def plan_command(
                           allow_long_context=allow_long_context, system=system,
                           gpu_cost=None if closed else parse_gpu_cost(gpu_cost, cards_dirs(cards)), cards=cards_dirs(cards))
     result = answer.result()
-    if chart is not None:  # a closed-loop curve (checked above)
+    extra = None
+    if chart is not None:  # a closed-loop curve (checked above), written with -o's file or not at all
+        import io
+
+        from kvplan.outputs import OutputSet
         from kvplan.report.charts import closed_loop_chart
 
-        closed_loop_chart(chart, result.rows, result.title)
-        result.assumptions.append(f"chart written to {chart.name}")
+        png = io.BytesIO()
+        closed_loop_chart(png, result.rows, result.title)
+        extra = OutputSet()
+        extra.add(chart, png.getvalue(), what="--chart")
     fmt = output_format(fmt, output)
     if fmt in ("table", "markdown") and not answer.closed:
-        emit_tables(result, presentation(result), fmt, output, explain)
+        emit_tables(result, presentation(result), fmt, output, explain, extra)
     else:
-        emit(result, fmt, output, explain)
+        emit(result, fmt, output, explain, extra)
     if answer.no is not None:
         raise InfeasibleError(*answer.no)

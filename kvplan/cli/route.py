@@ -15,6 +15,7 @@ from kvplan.cli.options import (ArrivalCVOpt, BlockOpt, CacheTokensOpt, CardsOpt
                                 WeightsDtypeOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.cli.workload import emit_tables
 from kvplan.errors import InputError
+from kvplan.outputs import OutputSet, check_target
 from kvplan.units import parse_list, parse_tokens
 
 POLICY_HELP = "round-robin, random, least-loaded, prefix-aware, consistent-hash (list allowed; default: all)."
@@ -102,6 +103,12 @@ def route_command(
                          f"{'s' if len(args) != 1 else ''})", "e.g. kvplan route trace.jsonl llama-3.1-8b h100-sxm")
     if chart is not None and chart.suffix.lower() != ".png":
         raise InputError(f"--chart {ascii(str(chart))}: charts are PNG files", "name it e.g. route.png")
+    fmt = output_format(fmt, output)  # -o x.json writes JSON, as every command (the extension's format)
+    extra = OutputSet()  # --chart and -o are written together, all or none (targets checked before any work)
+    if chart is not None:
+        check_target(chart, "--chart")
+    if output is not None:
+        check_target(output)
     counts = check_instances(_instances(instances))
     names = check_policies(parse_list(policy, str, what="--policy")) if policy is not None else None
     router = RouterSettings(seed=seed, cache_threshold=cache_threshold, balance_abs_threshold=balance_abs_threshold,
@@ -127,10 +134,8 @@ def route_command(
     result = route_answer(trace, counts, names, cache_tokens=cache_tokens, service_time=service_time,
                           service=service, router=router)
     if chart is not None:
-        route_chart(chart, [r for r in result.rows if r.get("kind") == "route"], result.title)
-        typer.echo(f"Wrote {chart}", err=True)
-    fmt = output_format(fmt, output)  # -o x.json writes JSON, as every command (the extension's format)
+        extra.add(chart, route_chart([r for r in result.rows if r.get("kind") == "route"], result.title), what="--chart")
     if fmt in ("table", "markdown"):
-        emit_tables(result, presentation(result), fmt, output, explain)
+        emit_tables(result, presentation(result), fmt, output, explain, extra)
     else:
-        emit(result, fmt, output, explain)
+        emit(result, fmt, output, explain, extra)

@@ -60,6 +60,7 @@ class EngineSettings:
     block_size: int | None = None
     efficiencies: Efficiencies = Efficiencies()
     perf_model: str = "operators"     # kvplan's step-time model: operators (per-operator) or roofline
+    dp_imbalance: float | None = None  # λ_dp on a dp > 1 instance's steps (--dp-imbalance); None: the sourced λ_dp(dp)
 
 
 def fewest_redundant_experts(card: ModelCard, ep: int) -> int:
@@ -260,7 +261,7 @@ class Deployment:
         par = self.parallel
         return step_times(self.model, self.node_hardware, self.cost, self.machine, self.engine.engine,
                           self.engine.efficiencies, self.engine.perf_model, self.tp, par.dp, par.expert_parallel,
-                          par.redundant_experts)
+                          par.redundant_experts, dp_imbalance=self.engine.dp_imbalance if par.dp > 1 else None)
 
     @property
     def step_notes(self) -> tuple[str, ...]:

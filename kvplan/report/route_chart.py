@@ -1,20 +1,19 @@
 """PNG chart of a routing study: prefix hit rate and load imbalance versus N, one line per policy.
 
-matplotlib is imported inside the function (Agg canvas, no pyplot); the file is written whole or not at all.
+matplotlib is imported inside the function (Agg canvas, no pyplot); the caller writes the PNG bytes together
+with its other outputs (``kvplan.outputs.OutputSet``: all files or none).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from kvplan.report.tier_chart import _save_atomic
+from kvplan.report.tier_chart import png_bytes
 
 DPI = 110
 SIZE = (9.0, 4.2)
 
 
-def route_chart(path: Path, rows: list[dict], title: str) -> None:
-    """Left: hit_rate (%) vs instances; right: load_imbalance (max/mean) vs instances; log2 x axes."""
+def route_chart(rows: list[dict], title: str) -> bytes:
+    """The PNG (bytes) of a routing study. Left: hit_rate (%) vs instances; right: load_imbalance (max/mean) vs instances; log2 x axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -40,4 +39,4 @@ def route_chart(path: Path, rows: list[dict], title: str) -> None:
     balance_ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
     hit_ax.legend(fontsize=8)
     figure.suptitle(title, fontsize=10)
-    _save_atomic(figure, Path(path))
+    return png_bytes(figure)

@@ -63,13 +63,6 @@ def png_bytes(figure) -> bytes:
     return buffer.getvalue()
 
 
-def _save_atomic(figure, path) -> None:
-    """Write the PNG whole or not at all (kvplan.outputs: umask mode, devices refused or written through)."""
-    from kvplan.outputs import write_atomic
-
-    write_atomic(path, png_bytes(figure))
-
-
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """At most MAX_POINTS steps, keeping the curve's shape on a log axis (last step of each bin)."""
     if x.size <= MAX_POINTS:

@@ -21,6 +21,10 @@ from kvplan.workload.traces import Trace, make_trace
 # prompt block ids a sampled workload may hold: 32M int64 ids (256 MiB; ~1.4 GB at the peak of
 # prompt_blocks' index arrays), above 100,000 requests of a 128k-token prompt in 512-token blocks (25.6M)
 MAX_PROMPT_BLOCKS = 32 * 2**20
+# turn arrivals drawn for the stationary window (sessions × turns): 16.8M float64 draws are ~134 MB an
+# array (~0.7 GB at the peak of the delays, their cumsum and the arrival matrix); --turns 10000
+# --think-time 1e9s at --qps 1 asked for 1.3e13 and reached 19.5 GB before anything was refused
+MAX_TURN_DRAWS = 1 << 24
 
 
 def sample_workload(workload: "Workload", n_requests: int, rng: np.random.Generator | int | None = 0) -> Trace:
@@ -36,8 +40,10 @@ def sample_workload(workload: "Workload", n_requests: int, rng: np.random.Genera
     warmup_s = think_s * (turns - 1 + 6 * math.sqrt(turns - 1)) if turns > 1 else 0.0
     batch = math.ceil((n_requests / workload.rate_per_s + warmup_s) * workload.session_rate_per_s * 1.2) + 16
     mean_gap_s = 1.0 / workload.session_rate_per_s
+    _check_draws(batch, workload)
     starts = -warmup_s + np.cumsum(_gamma_gaps(rng, batch, mean_gap_s, workload.arrival_cv))
     while True:
+        _check_draws(starts.size, workload)
         delays = rng.exponential(think_s, (starts.size, turns - 1)) if think_s > 0 and turns > 1 \
             else np.zeros((starts.size, turns - 1))
         arrival = starts[:, None] + np.concatenate((np.zeros((starts.size, 1)), np.cumsum(delays, axis=1)), axis=1)
@@ -66,6 +72,17 @@ def sample_workload(workload: "Workload", n_requests: int, rng: np.random.Genera
     return make_trace(flat[order], prompt.ravel()[order], output.ravel()[order],
                       block_offsets=offsets, block_ids=ids, block_tokens=workload.block_tokens,
                       source="synthetic", trace_format="synthetic")
+
+
+def _check_draws(sessions: int, workload: "Workload") -> None:
+    """Refuse a window that needs more than MAX_TURN_DRAWS turn arrivals (before allocating them)."""
+    draws = float(sessions) * workload.turns
+    if draws > MAX_TURN_DRAWS:
+        raise InputError(f"sampling this workload's stationary window needs {sessions:,} sessions of "
+                         f"{workload.turns:,} turns ({draws:.3g} turn arrivals), more than the "
+                         f"{MAX_TURN_DRAWS:,} kvplan draws",
+                         "lower --think-time or --turns (sessions idle between turns = rate × think time), "
+                         "or --sample")
 
 
 def _gamma_gaps(rng: np.random.Generator, n: int, mean_s: float, cv: float) -> np.ndarray:

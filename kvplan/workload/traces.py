@@ -104,8 +104,12 @@ def make_trace(arrival_s, isl, osl, block_lists=None, *, block_ids=None, block_o
     span = float(arrival[order[-1]] - start) if arrival.size else 0.0
     source = meta.get("source", "the trace")
     if not math.isfinite(span) or span > MAX_SPAN_S:
-        raise InputError(f"trace '{one_line(source)}' spans {span / 86400 / 365.25:,.0f} years of arrivals",
-                         "check the timestamps and --timestamp-unit (kvplan reads traces of up to 10 years)")
+        years = span / 86400 / 365.25
+        shown = f"{years:,.0f}" if years < 1e6 else f"{years:.3g}"  # --qps 1e-300 printed a 300-digit figure
+        hint = ("raise the rate (--qps/--rate): the sampled requests at this rate span more than 10 years"
+                if source == "synthetic" else
+                "check the timestamps and --timestamp-unit (kvplan reads traces of up to 10 years)")
+        raise InputError(f"trace '{one_line(source)}' spans {shown} years of arrivals", hint)
     for name, values in (("input length", isl_arr), ("output length", osl_arr)):
         if values.size and int(values.max()) > MAX_TOKENS:
             raise InputError(f"trace '{one_line(source)}': an {name} of {int(values.max()):,} tokens is more than the "

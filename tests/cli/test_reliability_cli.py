@@ -6,6 +6,7 @@ entry point), and checks the exit code, the ``Error:``/``Hint:`` pair and the fi
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -313,6 +314,42 @@ def test_tier_chart_is_not_left_when_output_fails(tmp_path):
     res = kvplan("tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--qps", "1", "--isl", "2k", "--osl", "128",
                  "--sample", "200", "--no-pd", "--chart", chart, "-o", fifo)
     assert_refused(res, outputs=[chart])
+
+
+ROUTE_TINY = ROOT / "tests" / "data" / "traces" / "tiny_mooncake.jsonl"
+ROUTE_ARGS = ("route", ROUTE_TINY, "--instances", "1,2", "--policy", "round-robin", "--cache-tokens", "50k")
+
+
+def test_route_chart_is_not_left_when_output_fails(tmp_path):
+    chart = tmp_path / "route.png"
+    fifo = tmp_path / "out.json"
+    os.mkfifo(fifo)
+    res = kvplan(*ROUTE_ARGS, "--chart", chart, "-o", fifo)  # kvplan route tiny.jsonl ... --chart route.png -o FIFO
+    assert_refused(res, outputs=[chart])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_route_chart_is_not_left_when_output_directory_is_missing(tmp_path):
+    chart = tmp_path / "route.png"
+    res = kvplan(*ROUTE_ARGS, "--chart", chart, "-o", tmp_path / "missing-dir" / "out.json")
+    assert_refused(res, outputs=[chart])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_route_output_is_not_left_when_chart_fails(tmp_path):
+    out = tmp_path / "out.json"
+    res = kvplan(*ROUTE_ARGS, "--chart", tmp_path / "missing-dir" / "route.png", "-o", out)
+    assert_refused(res, outputs=[out])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_route_chart_and_output_both_land(tmp_path):
+    chart, out = tmp_path / "route.png", tmp_path / "out.json"
+    res = kvplan(*ROUTE_ARGS, "--chart", chart, "-o", out)
+    assert res.exit_code == 0, res.stderr
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [r["instances"] for r in json.loads(out.read_text(encoding="utf-8"))] == [1, 2]
+    assert f"Wrote {chart}" in res.stderr and f"Wrote {out}" in res.stderr
 
 
 def test_calibrate_card_out_is_not_left_when_output_fails(tmp_path):

@@ -117,7 +117,7 @@ def test_decode_kv_out_of_hbm_exits_1_with_the_penalty(invoke):
 @pytest.mark.parametrize("args, message", [
     (("--trace", DATA / "traces" / "azure_code_head200.csv"), "reuse needs hash_ids"),
     (("--trace", HEAD200, "--tiers", TIERS / "zero_bandwidth.yaml"),
-     "zero_bandwidth.yaml: tiers.0.read_bytes_per_s: Input should be greater than 0 (got 0)"),
+     "zero_bandwidth.yaml: tiers.0.read_bytes_per_s: Input should be greater than or equal to 1000000 (got 0)"),
     (("--trace", HEAD200, "--qps", "2"), "not both"),
     ((), "no workload"),
     (("--trace", HEAD200, "--cxl-per-node", "1TB"), "--cxl-per-node: system card hgx-h100-8 has no cxl tier"),

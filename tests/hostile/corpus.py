@@ -143,6 +143,12 @@ def build(root: Path) -> list[Case]:
         "bandwidth-bool": dict(hbm_bandwidth_bytes_per_s=True), "flops-inf": dict(flops_bf16=".inf"),
         "flops-nan": dict(flops_bf16=".nan"), "flops-negative": dict(flops_bf16=-1.0),
         "unknown-key": dict(warp_drive=True), "name-newline": dict(name="h\n::error::x"),
+        # finite but past float range once priced (numpy overflow warnings, infinite step times, NaN percentiles)
+        "bandwidth-1e-300": dict(hbm_bandwidth_bytes_per_s=1e-300), "flops-1e-300": dict(flops_bf16=1e-300),
+        "bandwidth-1e300": dict(hbm_bandwidth_bytes_per_s=1e300), "efficiency-1e-300": dict(efficiency={"flops": 1e-300}),
+        "overhead-1e300": dict(efficiency={"step_overhead_s": 1e300}),
+        "scale-up-1e-300": dict(scale_up={"name": "x", "bandwidth_bytes_per_s": 1e-300}),
+        "scale-up-latency-1e300": dict(scale_up={"name": "x", "bandwidth_bytes_per_s": 4.5e11, "latency_s": 1e300}),
     }
     for name, change in hw_mutations.items():
         path = root / "cards" / f"hw-{name}.yaml"

@@ -85,7 +85,7 @@ def test_card_errors_name_file_and_field(tmp_path):
     bad.write_text(yaml.safe_dump(data))
     from kvplan.cards.schema import HardwareCard
 
-    with pytest.raises(CardError, match=r"neg.yaml: hbm_bandwidth_bytes_per_s: .*greater than 0 \(got -1\)"):
+    with pytest.raises(CardError, match=r"neg.yaml: hbm_bandwidth_bytes_per_s: .*greater than or equal to 1000000 \(got -1\)"):
         parse_card(bad, HardwareCard)
 
 

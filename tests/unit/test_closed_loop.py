@@ -96,6 +96,19 @@ def test_closed_loop_chart_is_a_png(invoke, tmp_path):
     assert not (tmp_path / "x.png").exists()
 
 
+def test_closed_loop_chart_is_not_left_when_output_fails(invoke, tmp_path):
+    # the chart and -o are written together or not at all: -o into a missing directory leaves no chart
+    chart, out = tmp_path / "curve.png", tmp_path / "missing" / "plan.json"
+    res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", "1,8",
+                 "--tp", "1", "--sim-requests", "200", "--chart", chart, "-o", out)
+    assert res.exit_code == 2 and "Error: cannot write output" in res.stderr and "Hint:" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+    ok = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", "1,8",
+                "--tp", "1", "--sim-requests", "200", "--chart", chart, "-o", tmp_path / "plan.json")
+    assert ok.exit_code == 0, ok.stderr
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and json.loads((tmp_path / "plan.json").read_text())[0]["kind"] == "closed_loop"
+
+
 # ------------------------------------------------------------------ scheduling: waves of a fixed-length closed loop
 
 def _one_prompt_step(dep, tokens):

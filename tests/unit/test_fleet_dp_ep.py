@@ -102,6 +102,9 @@ def test_pins_plan_one_shape(invoke):
     ("llama-3.1-8b", ["--tp", "1", "--ep-redundant-experts", "2"], "dense model"),
     ("deepseek-v3", ["--ep-redundant-experts", "-1"], "--ep-redundant-experts must be a whole number >= 0"),
     ("deepseek-v3", ["--tp", "8", "--ep-redundant-experts", "8"], "--ep-redundant-experts needs expert parallelism"),
+    ("deepseek-v3", ["--dp-imbalance", "3"], "--dp-imbalance 3 exceeds dp 2, the smallest attention-DP size searched"),
+    ("deepseek-v3", ["--tp", "1", "--dp", "8", "--dp-imbalance", "0.5"], "--dp-imbalance must be >= 1"),
+    ("deepseek-v3", ["--tp", "1", "--dp", "8", "--dp-imbalance", "inf"], "--dp-imbalance must be >= 1"),
 ])
 def test_bad_parallel_combinations_exit_2_with_error_and_hint(invoke, model, args, message):
     res = invoke("plan", model, "h200", "--qps", "5", "--isl", "1k", "--osl", "100", *args, "--format", "json")
@@ -197,3 +200,26 @@ def test_closed_loop_runs_the_dp_ep_layout(invoke):
     assert [(r["concurrency"], r["tp"], r["dp"], r["ep"], r["gpus"]) for r in rows] == [(4, 1, 8, 8, 8), (32, 1, 8, 8, 8)]
     assert rows[1]["output_tokens_per_s"] > rows[0]["output_tokens_per_s"]
     assert rows[1]["littles_law_concurrency"] == pytest.approx(32, rel=0.15)
+
+
+def test_dp_imbalance_override_reaches_the_plans_steps(invoke):
+    # plan charges λ_dp on a dp > 1 instance's steps as latency does; --dp-imbalance overrides it.
+    # Default at dp 8: TensorRT-LLM tech blog 10's 37,912 / 34,140 = 1.1105 (kvplan.plans.sizing.perfmodel).
+    from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
+
+    par = Parallelism(tp=1, dp=8, expert_parallel=True)
+    default = resolve("deepseek-v3", "h200", parallel=par)
+    balanced = resolve("deepseek-v3", "h200", parallel=par, engine=EngineSettings(dp_imbalance=1.0))
+    assert default.steps.dp_imbalance == pytest.approx(37_912 / 34_140, rel=1e-9)
+    assert balanced.steps.dp_imbalance == 1.0
+    gpus, tpot = {}, {}
+    for lam in ("1", None, "1.2"):
+        extra = [] if lam is None else ["--dp-imbalance", lam]
+        row = json_rows(invoke("plan", "deepseek-v3", "h200", "--tp", "1", "--dp", "8", *DEEPSEEK, "--scale", "2",
+                               *extra, "--format", "json"))[0]
+        gpus[lam] = row["total_gpus"]
+        closed = json_rows(invoke("plan", "deepseek-v3", "h200", "--tp", "1", "--dp", "8", "--isl", "1k", "--osl",
+                                  "200", "--concurrency", "64", "--sim-requests", "128", *extra, "--format", "json"))[0]
+        tpot[lam] = closed["tpot_p50_s"]
+    assert gpus["1"] <= gpus[None] <= gpus["1.2"]       # a slower step never needs fewer GPUs
+    assert tpot["1"] < tpot[None] < tpot["1.2"]          # the same closed loop, slower steps

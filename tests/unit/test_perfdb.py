@@ -116,7 +116,8 @@ def test_gb200_takes_b200s_tables_and_no_other_card_does():
     tables = load_default()
     assert tables.gpu_name("gb200") == tables.gpu_name("b200") == "b200_sxm"
     assert set(STAND_INS) == {"gb200"}
-    assert tables.gpu_name("mi300x") is None and tables.gpu_name("l40s") is None
+    assert tables.gpu_name("l40s") is None and tables.gpu_name("mi325x") is None
+    assert tables.gpu_name("mi300x") == "mi300x"        # its own rows: AMD's aiter timings (kvplan/data/perf/aiter)
 
 
 def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():

@@ -178,7 +178,7 @@ def test_littles_law_holding_from_a_trace_by_hand():
 def test_tiers_file_rejects_zero_bandwidth():
     with pytest.raises(CardError) as err:
         read_tiers_file(TIERS / "zero_bandwidth.yaml")
-    assert "tiers.0.read_bytes_per_s: Input should be greater than 0 (got 0)" in err.value.message
+    assert "tiers.0.read_bytes_per_s: Input should be greater than or equal to 1000000 (got 0)" in err.value.message
 
 
 def test_capacity_overrides_scale_per_node_and_need_a_tier():

@@ -45,7 +45,7 @@ import numpy as np
 import yaml
 
 from kvplan.calc.roofline import Machine, compute_dtype_for, decode_step, model_cost, prefill
-from kvplan.cards.schema import HardwareCard, ModelCard
+from kvplan.cards.schema import MAX_LATENCY_S, MIN_EFFICIENCY, HardwareCard, ModelCard
 from kvplan.errors import InputError
 from kvplan.plans.sizing.latency import Efficiencies, check_parallel_modes, resolve_machine
 from kvplan.result import Result
@@ -276,6 +276,7 @@ def calibrate(
                              f"{int(held.sum())} to score", "add rows, or lower --holdout")
     train = ~held
     fit = fit_efficiency(op_memory_s[:, train], op_compute_s[:, train], comm_s[train], measured[train], prior)
+    _check_card_range(fit, path)
     predicted = (np.maximum(op_memory_s / fit.eta_mem, op_compute_s / fit.eta_flops).sum(axis=0) + comm_s
                  + fit.step_overhead_s)
     bound_all = np.array(["memory", "compute", "communication"])[np.argmax(np.stack([
@@ -344,6 +345,17 @@ def bound_warnings(fit: Fit) -> list[str]:
         if key in fit.fitted and abs(value - bound) <= 1e-6 * max(1.0, abs(bound)):
             out.append(f"warning: {label} = {value:.4f} sits at its bound ({bound:g}): {why}")
     return out
+
+
+def _check_card_range(fit: Fit, path: Path) -> None:
+    """Refuse a fit no hardware card may hold (η below 0.1%, an overhead over an hour): the rows are off in units."""
+    low = [f"{k} = {getattr(fit, k):.3g}" for k in ("eta_mem", "eta_flops") if getattr(fit, k) < MIN_EFFICIENCY]
+    if fit.step_overhead_s > MAX_LATENCY_S:
+        low.append(f"step overhead = {fit.step_overhead_s:.3g} s")
+    if low:
+        raise InputError(f"{path.name}: the measured times imply {', '.join(low)}, outside what a hardware card "
+                         f"holds (efficiency >= {MIN_EFFICIENCY:g}, overhead <= {MAX_LATENCY_S:g} s)",
+                         "check the time column's unit (seconds, e.g. 0.012 for 12 ms) and the rows' batch and tokens")
 
 
 def _overlay_card(hw: HardwareCard, fit: Fit, name: str, path: Path, model: ModelCard, n: int, rms: float):

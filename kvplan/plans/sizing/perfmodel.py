@@ -4,7 +4,8 @@ Precedence for each operator's efficiency (every default taken is named in the n
 
 1. ``--eta-mem`` / ``--eta-flops`` given: every operator runs at those (flat, as the roofline).
 2. A per-kernel table row for this GPU and dtype (:mod:`kvplan.calc.perfdb`, measured
-   latencies of NVIDIA's aiconfigurator database): η(size) = SOL / measured, interpolated.
+   latencies of NVIDIA's aiconfigurator database; on MI300X AMD's aiter tuned-kernel timings):
+   η(size) = SOL / measured, interpolated.
 3. On an H800 SXM card (no aiconfigurator tables): DeepSeek's own published H800 kernel figures
    (DeepGEMM's GEMMs, FlashMLA's decode kernel; :mod:`kvplan.plans.sizing.deepseek_profile`) for the
    operators they measure.
@@ -475,9 +476,12 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     effs["attention_prefill"] = pick("prefill attention", perfdb.prefill_attention_curve(
         tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
     collectives = perfdb.collective_curves(tables, gpu, engine if par.custom_all_reduce else "nccl")
+    if not used and not collectives:
+        return None                       # no row for this GPU's dtypes: the card's η, said as for a GPU without tables
+    label, source_note = perfdb.origin(tables, gpu)
     if used:
-        notes.append(f"per-kernel tables (NVIDIA aiconfigurator, kvplan/data/perf) for {hw.name}, tp {tp}: "
-                     + "; ".join(used))
+        notes.append(f"per-kernel tables ({label}) for {hw.name}, tp {tp}: " + "; ".join(used))
+        notes.extend([source_note] if source_note else [])
     if collectives:
         notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}, "
                      "kvplan/data/perf/comm.csv); beyond one node: α + bytes / (NIC bandwidth × η)")
