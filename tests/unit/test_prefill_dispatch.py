@@ -167,3 +167,11 @@ def test_the_cli_flag_reaches_the_plan(invoke):
         return json.loads(res.stdout)[0]["ttft_p50_s"]
 
     assert ttft() - ttft("--prefill-overhead", "0") == pytest.approx(LLAMA_8B_DISPATCH_S, rel=0.2)
+
+
+def test_the_roofline_charges_none_and_says_so():
+    given = _row(perf_model="roofline", efficiencies=Efficiencies(prefill_overhead_s=1e-3))
+    plain = _row(perf_model="roofline")
+    assert given["prefill_s"] == plain["prefill_s"] and given["prefill_dispatch_s"] == 0.0
+    result = latency_from_names("llama-3.1-8b", "h100-sxm", isl=2048, osl=2, batch=1, perf_model="roofline")
+    assert any("no eager-prefill dispatch on the roofline" in n for n in result.assumptions)

@@ -389,6 +389,7 @@ def latency(
                          + ", ".join(sorted(clamped)))
     else:
         notes.extend(_memory_notes(card, hw, cost, b, s + o, t, ep))
+        notes.append("no eager-prefill dispatch on the roofline (--prefill-overhead applies to --perf-model operators)")
     notes.extend(_standard_notes(card, cost, tps, max(ep, attn_dp), overlap_comm, chunk_size))
     columns = list(LATENCY_COLUMNS)
     if speculation is not None:

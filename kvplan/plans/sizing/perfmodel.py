@@ -313,7 +313,8 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     if perf_model == "roofline":
         return StepTimes(cost, machine, tp, dp, None, "roofline", overlap_comm,
                          ("step times: the roofline (--perf-model roofline): every byte at η_mem "
-                          f"{machine.eta_mem:g}, every FLOP at η_flops {machine.eta_flops:g}",))
+                          f"{machine.eta_mem:g}, every FLOP at η_flops {machine.eta_flops:g}; no eager-prefill "
+                          "dispatch (--prefill-overhead applies to --perf-model operators)",))
     notes: list[str] = []
     if cost.is_moe and expert_parallel:
         notes.append(DEFAULT_IMBALANCE_NOTE)
