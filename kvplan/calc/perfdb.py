@@ -440,12 +440,27 @@ def origin(tables: PerfTables, gpu: str) -> tuple[str, str | None]:
     return "NVIDIA aiconfigurator, kvplan/data/perf", None
 
 
+def coverage(tables: PerfTables | None, card_name: str) -> str:
+    """What a GPU's tables do hold, for the note of a deployment they do not cover (MI300X: aiter's dtypes)."""
+    gpu = tables.gpu_name(card_name) if tables is not None else None
+    if gpu is None or origin(tables, gpu)[1] is None:
+        return ""
+    def held(name: str) -> str:
+        t = tables.table(name, gpu)
+        return ", ".join(sorted(set(t["dtype"].tolist()))) if t is not None else "none"
+
+    return (f" ({card_name}'s tables, {origin(tables, gpu)[0]}, hold GEMM rows of {held('gemm')} and MoE rows of "
+            f"{held('moe')} only; "
+            "aiter has no per-tensor FP8 or bf16 GEMM measured on this GPU, and vLLM's per-tensor FP8 linears on ROCm "
+            "run hipBLASLt / wvSplitKQ, not aiter)")
+
+
 @lru_cache(maxsize=1)
 def load_default() -> PerfTables | None:
     """The tables that ship with kvplan, or None where none do."""
     return PerfTables(DATA, tuple(DATA / d for d in EXTRA)) if (DATA / "gemm.csv").exists() else None
 
 
-__all__ = ["PerfTables", "load_default", "origin", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
+__all__ = ["PerfTables", "load_default", "origin", "coverage", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
            "STAND_INS"]

@@ -271,8 +271,10 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
         source = "--eta-mem/--eta-flops" if explicit_eta else f"{hw.name} card / kvplan defaults"
         effs = flat_efficiencies(machine.eta_mem, machine.eta_flops, source, base, per_seq)
         if not explicit_eta:
+            from kvplan.calc.perfdb import coverage
+
             notes.append(f"no per-kernel table for {hw.name} {machine.compute_dtype}: every operator at the card's "
-                         f"η_mem {machine.eta_mem:g}, η_flops {machine.eta_flops:g}")
+                         f"η_mem {machine.eta_mem:g}, η_flops {machine.eta_flops:g}" + coverage(tables, hw.name))
     attention_dtype = "fp8" if next(iter(cost.layouts.values())).kv_dtype == "fp8" else "bf16"
     attention_peak = hw.peak_flops_per_s.get(attention_dtype) or hw.peak_flops_per_s.get("fp16")
     if attention_peak and attention_peak != machine.peak_flops_per_s and not (deepseek and effs.attention_peak_flops_per_s):
