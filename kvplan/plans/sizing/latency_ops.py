@@ -135,8 +135,8 @@ def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
         "  prefill dispatch           = " + (
             f"{row['prefill_dispatch_s'] / (cost.layers * row['prefill_dispatch_per_layer_s']):.0f} eager pass(es) × "
             f"{cost.layers:g} layers × {format_seconds(row['prefill_dispatch_per_layer_s'])} = "
-            f"{format_seconds(row['prefill_dispatch_s'])} of the prefill (host dispatch of a forward larger than the "
-            f"engine's CUDA graphs, once per forward; {dispatch_source(row)})" if row.get("prefill_dispatch_s") else
+            f"{format_seconds(row['prefill_dispatch_s'])} of the prefill (host dispatch of a prefill forward no CUDA graph "
+            f"covers, once per forward; {dispatch_source(row)})" if row.get("prefill_dispatch_s") else
             "none (every pass replays a CUDA graph, or the engine charges none; see the notes)"),
         f"  request                    = TTFT + ({row['osl']} − 1) × TPOT {format_seconds(row['tpot_s'])} = "
         f"{format_seconds(row['e2e_s'])}; {row['tokens_per_s']:,.1f} tok/s, {row['tokens_per_s_per_gpu']:,.1f} per GPU",
