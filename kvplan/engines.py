@@ -119,6 +119,56 @@ VLLM_BATCH_SOURCE = ("vllm/engine/arg_utils.py EngineArgs._set_default_args (com
 OTHER_BATCH_DEFAULTS = (256, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
 
 
+# Host dispatch of an eager prefill forward. An engine that captures CUDA graphs for decode batches only runs a
+# prefill (or mixed) forward of more tokens than it captured without a graph: one Python dispatch of each layer's
+# kernels, once per forward (not per request in the batch), a cost the per-kernel measurements do not hold.
+@dataclass(frozen=True)
+class PrefillDispatch:
+    """Host time per decoder layer of an eager prefill / mixed forward, and which forwards run eagerly.
+
+    ``graphs_cover_prefill``: the engine replays its CUDA graphs for any forward of at most its largest
+    captured size in tokens (vLLM V1's piecewise graphs), so only larger prefill / mixed forwards pay;
+    False: its graphs are captured for decode batches only and every prefill forward pays.
+    """
+
+    per_layer_s: float
+    graphs_cover_prefill: bool
+    source: str
+
+
+AIC_DISPATCH_SOURCE = (
+    "NVIDIA aiconfigurator (ai-dynamo/aiconfigurator, Apache-2.0, commit 095f58a51c4ca8e61b66ec108d86f223f8d559ce) "
+    "aic-core/src/aiconfigurator_core/sdk/backends/vllm_backend.py _prefill_dispatch_overhead_ms = num_layers × 0.8: "
+    "'CPU-side dispatch overhead scales with layer count and is not captured in silicon benchmarks. Recalibrated at "
+    "~0.8ms/layer against the full silicon corpus across hardware platforms and model families'")
+PREFILL_DISPATCH: dict[str, PrefillDispatch] = {
+    "vllm": PrefillDispatch(0.8e-3, True, AIC_DISPATCH_SOURCE + "; vLLM V1 replays its piecewise CUDA graphs for "
+                            "forwards up to its largest capture size (vllm/config/vllm.py _set_cudagraph_sizes) and "
+                            "runs larger ones eagerly"),
+    # SGLang: no SGLang figure is published (its piecewise-CUDA-graph PR #10062 says only that native prefill 'can
+    # incur kernel launch overhead'); aiconfigurator's SGLang backend keeps the base class's 0 ('Default: 0.0 (no
+    # correction)'), which is no measurement. Its extend forwards run eagerly: CUDA graphs are captured for decode
+    # batch sizes (--cuda-graph-max-bs); piecewise graphs for prefill were opt-in (--enable-piecewise-cuda-graph,
+    # PR #10062) until PR #16331 (2026-01) and stay off with DP attention, PP or an MoE all-to-all backend.
+    "sglang": PrefillDispatch(0.8e-3, False, "vLLM's figure stands in (no SGLang figure is published; SGLang runs "
+                              "extend forwards eagerly, its CUDA graphs captured for decode batch sizes, piecewise "
+                              "prefill graphs opt-in before sgl-project/sglang PR #16331): " + AIC_DISPATCH_SOURCE),
+    # TensorRT-LLM: aiconfigurator's TRT-LLM backend keeps the base class's 0.0 (its predictions for the engine it was
+    # built around carry no dispatch term); the v0.9 TensorRT engines run from the C++ runtime. The 1.x PyTorch backend
+    # runs its context phase without CUDA graphs unless prefill piecewise graphs are configured, and no figure is
+    # published for it: none is charged, as aiconfigurator does.
+    "trtllm": PrefillDispatch(0.0, False, "aiconfigurator's TensorRT-LLM backend adds no prefill "
+                              "dispatch term (sdk/backends/base_backend.py _prefill_dispatch_overhead_ms returns 0.0, "
+                              "trtllm_backend.py does not override it, commit 095f58a); no figure is published for "
+                              "TensorRT-LLM's own eager context phase"),
+}
+
+
+def prefill_dispatch(engine: str) -> PrefillDispatch | None:
+    """The engine's :class:`PrefillDispatch` (None for hf, hf4 and ideal: none modelled)."""
+    return PREFILL_DISPATCH.get(canonical_engine(engine))
+
+
 def batch_defaults(engine: str, gpu_memory_bytes: float, hardware_name: str) -> tuple[int, int, str | None]:
     """(max_num_seqs, max_num_batched_tokens, note) an engine starts with when neither is given.
 

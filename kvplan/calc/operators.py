@@ -20,7 +20,10 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
          + L_moe (dispatch + combine)(n / (tp dp) tokens per rank) over ep   EP (kvplan.calc.alltoall:
            FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)
          + 2 L_moe all-gather/reduce-scatter(n h 2 B) over tp dp         MoE without EP, dp > 1
-    time = λ_dp Σ_op t_op + comm + overhead(B),  overhead(B) = base + per_seq × B / dp
+    time = λ_dp Σ_op t_op + comm + overhead(B) + dispatch,  overhead(B) = base + per_seq × B / dp
+    dispatch = L × t_layer for a prefill / mixed forward of more tokens per rank than the engine's CUDA
+               graphs hold (eager: one Python dispatch per layer, once per forward), else 0
+               (:func:`eager_dispatch_s`; t_layer from the engine profile, kvplan.engines.PREFILL_DISPATCH)
 
 ``par.overlap_comm`` here is the bound of any overlap, ``max(Σ t_op, comm) + overhead``. The planners
 price overlap (``--two-batch-overlap``, ``--overlap-comm``) as two micro-batches of half the pass, each
@@ -150,6 +153,21 @@ class OperatorEfficiencies:
     collectives: dict = field(default_factory=dict)   # (op, ranks) -> LatencyCurve
     notes: tuple[str, ...] = ()
     attention_peak_flops_per_s: float | None = None   # attention's tensor-core peak (its KV/activation dtype)
+    dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager prefill / mixed forward (engine profile)
+    eager_above_tokens: float = 0.0     # such a forward runs eagerly above this many tokens per rank (0: every one)
+
+
+def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, layers: float):
+    """Host dispatch of one forward: ``layers × dispatch_per_layer_s`` when it is a prefill or mixed forward of
+    more than ``eager_above_tokens`` tokens per attention rank (larger than the engine's CUDA graphs), else 0.
+
+    Once per forward, whatever the number of requests in it; decode steps (graph replays) pay none. The figure
+    and the rule are the engine profile's (:data:`kvplan.engines.PREFILL_DISPATCH`).
+    """
+    n = np.asarray(tokens_per_rank, dtype=np.float64)
+    if phase not in ("prefill", "mixed") or effs.dispatch_per_layer_s <= 0:
+        return np.zeros_like(n)
+    return np.where((n > effs.eager_above_tokens) & (n > 0), float(layers) * effs.dispatch_per_layer_s, 0.0)
 
 
 def padded_batch(batch, sizes: tuple[int, ...]):
@@ -367,10 +385,11 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
                 gather = np.where(dp > 1, (gpus - 1) / gpus * msg / g_bw + g_lat, 0.0)
             comm = comm + 2 * cost.moe_layers * _collective(effs, "all_gather", msg, gpus, gather)
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp
+    dispatch = eager_dispatch_s(effs, phase, n / dp, cost.layers)     # an eager prefill forward's host dispatch
     if par.overlap_comm:        # the bound of any overlap; the planners price it as two micro-batches (calc/overlap)
-        time_s = np.maximum(kernels, comm) + overhead
+        time_s = np.maximum(kernels, comm) + overhead + dispatch
     else:
-        time_s = kernels + comm + overhead
+        time_s = kernels + comm + overhead + dispatch
     total_flops = (2 * (shapes.attention_params + shapes.mlp_params) * n_a + 2 * cost.lm_head_params * rows_a) / tp \
         + expert_flops + attn_flops
     total_bytes = weight_bytes + kv
@@ -385,7 +404,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
 
     return PassCost(full(weight_bytes), full(kv), full(total_flops), np.broadcast_to(op_memory, (len(OP_NAMES), *shape)).copy(),
                     np.broadcast_to(op_compute, (len(OP_NAMES), *shape)).copy(), full(comm), full(overhead),
-                    full(time_s), full(floor_s), full(touched), np.ones(shape))
+                    full(time_s), full(floor_s), full(touched), np.ones(shape), full(dispatch))
 
 
 @dataclass(frozen=True)
@@ -403,5 +422,5 @@ def op_times(passcost: PassCost) -> dict[str, np.ndarray]:
 
 
 __all__ = ["OP_NAMES", "OP_LABELS", "Parallel", "Shapes", "model_shapes", "OperatorEfficiencies", "operator_pass",
-           "PassTimes",
+           "PassTimes", "eager_dispatch_s",
            "alltoall_hierarchical_s", "op_times", "padded_batch", "ByTP", "Curve", "Flat", "Grid"]

@@ -107,14 +107,15 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
     dp = np.asarray(par.dp, dtype=np.float64)
     effs, shapes = kw["effs"], kw["shapes"]
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp     # one host step for both micro-batches
+    host = overhead + whole.dispatch_s              # and one eager prefill dispatch for the forward (operators.py)
     name = {n: ops[i] for i, n in enumerate(OP_NAMES)}
     if ep and par.alltoall == "deepep":
         time_s = _staged(cost, machine, shapes, name, half.comm_s, np.asarray(tokens, dtype=np.float64) / 2,
-                         np.asarray(par.tp, dtype=np.float64) * dp, phase) + overhead
+                         np.asarray(par.tp, dtype=np.float64) * dp, phase) + host
     else:           # TP all-reduces (every layer) or another engine's all-to-all: the other half's kernels hide them
         s = cost.moe_layers / cost.layers if ep else 1.0
         body = 2.0 * (ops.sum(axis=0) - name["lm_head"])
-        time_s = np.maximum(s * body, comm) + (1.0 - s) * body + 2.0 * name["lm_head"] + overhead
+        time_s = np.maximum(s * body, comm) + (1.0 - s) * body + 2.0 * name["lm_head"] + host
     # One batch where there is nothing to overlap or nothing to split: no communication to hide (day 6: the
     # overlap is "to hide communication costs"), or a decode batch of fewer than 2 sequences per rank.
     split = np.asarray(comm, dtype=np.float64) > 0
@@ -138,7 +139,7 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
                              np.broadcast_to(whole.op_compute_s, ops_shape)),
                     full(comm, whole.comm_s), full(overhead, whole.overhead_s), time_s.copy(),
                     np.broadcast_to(whole.floor_s, shape).copy(), full(half.experts_touched, whole.experts_touched),
-                    np.ones(shape))
+                    np.ones(shape), np.broadcast_to(whole.dispatch_s, shape).copy())
 
 
 __all__ = ["two_batch_pass", "PREFILL_COMPUTE_SM_SHARE"]

@@ -157,6 +157,7 @@ class PassCost:
     floor_s: np.ndarray
     experts_touched: np.ndarray  # per MoE layer, on one rank (0 for dense models)
     passes: np.ndarray
+    dispatch_s: np.ndarray | float = 0.0   # host dispatch of an eager prefill / mixed forward (in time_s; 0 elsewhere)
 
     @property
     def bytes(self):

@@ -210,6 +210,9 @@ SystemOpt = Annotated[Optional[str], typer.Option(
     "--system", help="System card around the hardware (node / supernode links, tiers), e.g. hgx-h100-8.")]
 StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
+PrefillOverheadOpt = Annotated[Optional[str], typer.Option(
+    "--prefill-overhead", help="Host dispatch per layer of an eager prefill forward (one larger than the engine's "
+    "CUDA graphs), e.g. 0.8ms; 0 for none (overrides the engine's: vLLM and SGLang 0.8ms, TensorRT-LLM 0).")]
 
 
 _QUIET = {"on": False}
@@ -417,13 +420,16 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
         raise AnswerNo()
 
 
-def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None):
-    """The ``--eta-mem/--eta-flops/--step-overhead`` flags as latency Efficiencies (None = the card's)."""
+def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None,
+                 prefill_overhead: str | None = None):
+    """The ``--eta-mem/--eta-flops/--step-overhead/--prefill-overhead`` flags as latency Efficiencies
+    (None = the card's, or for ``--prefill-overhead`` the engine's)."""
     from kvplan.plans.sizing.latency import Efficiencies
     from kvplan.units import parse_seconds
 
     overhead = None if step_overhead is None else parse_seconds(step_overhead)
-    return Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead)
+    dispatch = None if prefill_overhead is None else parse_seconds(prefill_overhead)
+    return Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead, prefill_overhead_s=dispatch)
 
 
 def cards_dirs(cards: list[Path] | None) -> tuple[Path, ...]:

@@ -7,8 +7,11 @@ engine has one that large); the LM head only on its rows r; attention on the KV 
 FLOPs, linearly, at an efficiency that depends on the batch b (and the context, taken at the
 workload's decode context L̄, as the fleet model takes it); the host overhead on b. So::
 
-    step(n, r, kv, F, b) = λ_dp (G[n] + L[r] + max(a[b]·kv, f[b]·F)) + comm[n] + overhead[b]
-                           (max(kernels, comm) + overhead with overlapped communication)
+    step(n, r, kv, F, b) = λ_dp (G[n] + L[r] + max(a[b]·kv, f[b]·F)) + comm[n] + overhead[b] + E[n]
+                           (max(kernels, comm) + overhead + E[n] with overlapped communication)
+
+(E[n]: the host dispatch of an eager mixed step of n tokens, :func:`kvplan.calc.operators.eager_dispatch_s`;
+0 where the engine's CUDA graphs cover n, and on decode-only steps.)
 
 (λ_dp: the pass's attention-DP lock-step factor on its kernels, 1 at dp 1; the operators' terms are
 read before it, so the table applies it as the pass does.)
@@ -58,6 +61,7 @@ class OperatorStepModel:
     prefill_kv_byte_s: np.ndarray = None   # a_p(S): a prompt chunk's attention time per KV byte
     prefill_flop_s: np.ndarray = None      # f_p(S): … per attention FLOP
     dp_imbalance: float = 1.0              # λ_dp on the kernels (the pass's attention-DP lock step; 1 at dp 1)
+    dispatch_s: list = None                # E[n]: an eager mixed step's host dispatch (0 where graphs cover n)
 
     @property
     def max_tokens(self) -> int:
@@ -69,7 +73,11 @@ class OperatorStepModel:
         kernels = self.dp_imbalance * (self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)]
                                        + max(self.kv_byte_s[b] * kv_bytes, self.attn_flop_s[b] * attention_flops))
         comm = self.comm_s[tokens]
-        return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b]
+        return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b] + self.eager_s(tokens)
+
+    def eager_s(self, tokens: int) -> float:
+        """E[n]: the host dispatch of an eager mixed / prefill step of n tokens (kvplan.calc.operators.eager_dispatch_s)."""
+        return self.dispatch_s[min(int(tokens), self.max_tokens)] if self.dispatch_s is not None else 0.0
 
     def decode_base_s(self, batch: int) -> float:
         return self.decode_s[batch]
@@ -98,7 +106,7 @@ class OperatorStepModel:
         kernels = self.dp_imbalance * (self.gemm_s[tokens] + self.lm_head_s[min(int(rows), self.max_tokens)]
                                        + max(memory, compute))
         comm = self.comm_s[tokens]
-        return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b]
+        return (max(kernels, comm) if self.overlap_comm else kernels + comm) + self.overhead_s[b] + self.eager_s(tokens)
 
     def prefill_terms(self, starts: np.ndarray, ends: np.ndarray) -> tuple[float, float]:
         """(KV bytes per GPU, attention FLOPs) of prompt chunks [start, end): written plus prefix read, causal."""
@@ -152,4 +160,5 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
         log_prompt=np.log(prompt), prefill_kv_byte_s=np.asarray(pre_kv.op_memory_s[ATTENTION]) / 1e9,
         prefill_flop_s=np.asarray(pre_fl.op_compute_s[ATTENTION]) / 1e15,
         dp_imbalance=float(parts[2].dp_imbalance) if parts is not None and dp > 1 else 1.0,
+        dispatch_s=np.asarray(mixed.dispatch_s, dtype=float).tolist(),
     )

@@ -385,17 +385,19 @@ def test_the_shipped_review_plan_checks_and_reports_every_section(invoke, tmp_pa
 
 def test_a_trace_plans_fleet_is_kvplan_plans_replay_sized_fleet(invoke, tmp_path):
     """With a trace, kvplan plan sizes the fleet by its own replay; the report quotes that fleet, and the PD
-    verdict says the two are sized differently (kvplan pd has no replay)."""
+    verdict says the two are sized differently (kvplan pd has no replay). TTFT p99 <= 6 s: the trace's p99 prompt
+    alone takes 5.5 s on this instance with vLLM's eager-prefill dispatch (80 layers × 0.8 ms per chunk's forward),
+    which a 5 s SLO (this test's figure before that term) no longer admits."""
     trace = ROOT / "examples" / "traces" / "conversation_trace.jsonl"
     plan = tmp_path / "plan.yaml"
     plan.write_text(f"model: llama-3.1-70b\nsystem: hgx-h100-8\n"
                     "engine: {tensor_parallel_size: 8, max_model_len: 128k, kv_cache_dtype: fp8}\n"
-                    f"workload: {{trace: {json.dumps(str(trace))}}}\nslo: {{ttft: p99<=5s, tpot: p99<=100ms}}\n"
+                    f"workload: {{trace: {json.dumps(str(trace))}}}\nslo: {{ttft: p99<=6s, tpot: p99<=100ms}}\n"
                     "report: {pd: true}\n")
     result = invoke("report", plan, "--out", tmp_path / "r")
     assert result.exit_code == 0, result.stderr
     planned = invoke("plan", "llama-3.1-70b", "h100-sxm", "--system", "hgx-h100-8", "--tp", "8", "--trace", trace,
-                     "--ttft", "p99<=5s", "--tpot", "p99<=100ms", "--kv-dtype", "fp8", "--format", "json")
+                     "--ttft", "p99<=6s", "--tpot", "p99<=100ms", "--kv-dtype", "fp8", "--format", "json")
     assert planned.exit_code == 0, planned.stderr
     expected = json.loads(planned.stdout)[0]
     (row,) = _csv(tmp_path / "r" / "fleet.csv")

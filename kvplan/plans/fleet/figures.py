@@ -6,7 +6,9 @@ batch limits; the formulas are in :mod:`kvplan.plans.fleet.model`'s docstring:
 
     t(b)      decode step of b sequences (per attention-DP rank: the instance's step at dp·b) at L̄
     δ + γL̄    one more sequence at the decode context;  γ: one more token of context in the batch
-    S, X      a prompt's chunked prefill beside b decoders (``mixed_chunk``) and its extra over b decode steps
+    S, X      a prompt's chunked prefill beside b decoders (``mixed_chunk``) and its extra over b decode steps,
+              less Y: the eager-prefill dispatch of its chunks' steps (a per-step constant the packed prompts
+              of a step share, :func:`kvplan.calc.operators.eager_dispatch_s`; 0 where graphs cover the step)
     B_kv      the largest batch whose KV fits the pool at the 99th percentile: √B solves
               μ_k B + z σ_k √B = pool (z = Φ⁻¹(0.99))
 """
@@ -34,7 +36,8 @@ class InstanceFigures:
     extra_per_seq_s: np.ndarray            # δ + γ·L̄: one more sequence at the mean context, on b_grid
     per_token_s: np.ndarray                # γ: one more token of context in the batch, on b_grid
     prefill_s: np.ndarray                  # S at the equally likely ISL points with b decoders, (b_grid, points)
-    moments: np.ndarray                    # over the whole sample, per b: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X]
+    moments: np.ndarray                    # over the whole sample, per b: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X],
+    #                                        E[Y], E[Y²], E[X·Y], E[S·Y] (Y: the chunks' eager dispatch, not in X)
     prefill_grid_s: np.ndarray             # S on the ISL grid (b_grid, isl_grid)
     extra_grid_s: np.ndarray               # X on the ISL grid
     prefill_alone_s: np.ndarray            # S at the ISL points with no decoders (b = 0)
@@ -88,8 +91,10 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
     _, prefill = steps.mixed_chunk(b_grid[:, None], ctx, grid[None, :], chunk)
-    extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None], 0.0)
-    moments = _sample_moments(lengths.grid_folds, prefill, extra)
+    dispatch = _chunk_dispatch(steps, b_grid[:, None], grid[None, :], chunk)
+    extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None]
+                       - dispatch, 0.0)
+    moments = _sample_moments(lengths.grid_folds, prefill, extra, dispatch)
     points = prefill[:, lengths.points_index]
     return InstanceFigures(
         pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
@@ -101,14 +106,35 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
 
 
 
-def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.ndarray:
-    """Per row: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X] over every request, S and X linear in ISL between
-    grid points (exact sums through the folded weights of :class:`LengthStats`)."""
+def _chunk_dispatch(steps: StepTimes, batch, prompt, chunk):
+    """Y: the eager-prefill dispatch of the ⌈S / C⌉ mixed steps that carry a prompt's chunks beside ``batch``
+    decoders (each step of b + its chunk's tokens per rank; :func:`kvplan.calc.operators.eager_dispatch_s`)."""
+    from kvplan.calc.operators import eager_dispatch_s
+
+    parts = getattr(steps.pass_fn, "parts", None)
+    shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(chunk))
+    if parts is None:                        # the roofline charges none
+        return np.zeros(shape)
+    effs = parts[1]
+    s, c, b = (np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in (prompt, chunk, batch))
+    whole = np.floor(s / c)
+    last = s - whole * c
+    layers = float(steps.cost.layers)
+    return (whole * eager_dispatch_s(effs, "mixed", b + c, layers)
+            + np.where(last > 0, eager_dispatch_s(effs, "mixed", b + last, layers), 0.0))
+
+
+def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray, dispatch: np.ndarray | None = None) -> np.ndarray:
+    """Per row: E[S], E[S²], E[S·n], E[X], E[X²], E[S·X], E[Y], E[Y²], E[X·Y], E[S·Y] over every request, S, X
+    and Y linear in ISL between grid points (exact sums through the folded weights of :class:`LengthStats`)."""
+    dispatch = np.zeros_like(extra) if dispatch is None else np.broadcast_to(dispatch, extra.shape)
     lo_s, hi_s = prefill[:, :-1], prefill[:, 1:]
     lo_x, hi_x = extra[:, :-1], extra[:, 1:]
+    lo_y, hi_y = dispatch[:, :-1], dispatch[:, 1:]
     if prefill.shape[1] == 1:  # one ISL: every request at the single grid point
         lo_s = hi_s = prefill
         lo_x = hi_x = extra
+        lo_y = hi_y = dispatch
 
     def first(lo, hi):
         return lo @ folds["a"] + hi @ folds["b"]
@@ -117,4 +143,6 @@ def _sample_moments(folds: dict, prefill: np.ndarray, extra: np.ndarray) -> np.n
 
     s_n = lo_s @ folds["an"] + hi_s @ folds["bn"]
     return np.stack([first(lo_s, hi_s), cross(lo_s, hi_s, lo_s, hi_s), s_n, first(lo_x, hi_x),
-                     cross(lo_x, hi_x, lo_x, hi_x), cross(lo_s, hi_s, lo_x, hi_x)], axis=1)
+                     cross(lo_x, hi_x, lo_x, hi_x), cross(lo_s, hi_s, lo_x, hi_x), first(lo_y, hi_y),
+                     cross(lo_y, hi_y, lo_y, hi_y), cross(lo_x, hi_x, lo_y, hi_y), cross(lo_s, hi_s, lo_y, hi_y)],
+                    axis=1)

@@ -18,7 +18,9 @@ per-operator model by default, the roofline with ``--perf-model roofline``):
              the time-weighted mean context of a decoding sequence.
     S(ISL) = prefill service = Σ over its ⌈ISL / (Cb − B)⌉ chunks of the step that carries the chunk
              and the B decoders (``mixed_chunk_step``); the last chunk's step emits the first token.
-    X(ISL) = S − chunks × t(B): what a prompt's chunks add to the decoders' steps.
+    X(ISL) = S − chunks × t(B) − Y: what a prompt's chunks add to the decoders' steps, less Y, the eager-
+             prefill dispatch of those steps (``kvplan.calc.operators.eager_dispatch_s``: once per forward, so
+             the k prompts packed into a step share it); the decoders see X + Y/k per prompt.
 
 Decode (TPOT). Prefill chunks interrupt the decoders like preemptive high-priority work arriving
 at λ_i with size X. A request of n steps (work w = n·t) finishes, by the completion-time result
@@ -199,8 +201,8 @@ class FleetModel:
         stats = self.stats if stats is None else stats
         slo = self.slos.get("tpot") if judge else None
         (n_points, n_weights), (t, more, per_token, _, _) = self.lengths.n_distinct, self.f.at(batch_seen)
-        _, _, _, _, moments = self.f.at(interference_batch)
-        extra_mean, extra_second = moments[3], moments[4]
+        t_i, _, _, _, moments = self.f.at(interference_batch)
+        extra_mean, extra_second = interference(moments, 1 + lam_i * t_i)
         rho = lam_i * extra_mean
         if rho >= 1:
             return {**{s: math.inf for s in stats}, **({"meets": False} if slo else {})}, rho
@@ -282,12 +284,13 @@ class FleetModel:
             occupancy = new
         point.batch_mean = occupancy
         t, _, _, prefill, moments = self.f.at(min(occupancy, point.batch_max))
-        s_mean, s_second, s_n, x_mean, x_second, s_x = (float(v) for v in moments)
+        s_mean, s_second, s_n, x_mean, x_second, s_x = (float(v) for v in moments[:6])
         point.step_s = t
-        point.rho_interference = lam_i * x_mean
         # packing: prompts that arrive during a step share the next one, k per mixed step on average;
-        # the queue serves S_q = X + (S − X)/k, and a prompt's own step also carries the others' X
+        # the queue serves S_q = X + (S − X)/k (the step's decoders and its eager dispatch Y shared), and a
+        # prompt's own step also carries the others' X
         k = point.packing = 1 + lam_i * t
+        point.rho_interference = lam_i * interference(moments, k)[0]
         q_mean = s_mean / k + x_mean * (1 - 1 / k)
         q_second = (s_second + 2 * (k - 1) * s_x + (k - 1) ** 2 * x_second) / (k * k)
         own_extra = (k - 1) * x_mean
@@ -412,6 +415,16 @@ def _meets(slo: Slo, mean: float, cdf) -> bool:
 
 def _quantile(stat: str) -> float:  # 'p99' → 0.99
     return STAT_QUANTILES.get(stat) or float(stat[1:]) / 100
+
+
+def interference(moments, k: float) -> tuple[float, float]:
+    """(E[X + Y/k], E[(X + Y/k)²]): what a prompt adds to the decoders' steps when k prompts share a step's
+    eager dispatch Y (moments as :func:`kvplan.plans.fleet.figures._sample_moments` gives them)."""
+    x1, x2 = float(moments[3]), float(moments[4])
+    if len(moments) < 10:
+        return x1, x2
+    y1, y2, xy = float(moments[6]), float(moments[7]), float(moments[8])
+    return x1 + y1 / k, x2 + 2 * xy / k + y2 / (k * k)
 
 
 def _scv(mean: float, second: float) -> float:

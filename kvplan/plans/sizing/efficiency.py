@@ -20,6 +20,7 @@ class Efficiencies:
     eta_mem: float | None = None
     eta_flops: float | None = None
     step_overhead_s: float | None = None
+    prefill_overhead_s: float | None = None    # host dispatch per layer of an eager prefill forward (None: the engine's)
 
 
 def check_efficiencies(eff: Efficiencies) -> None:
@@ -28,3 +29,6 @@ def check_efficiencies(eff: Efficiencies) -> None:
             raise InputError(f"{name} must be in (0, 1] (got {value})", "an efficiency is a share of the peak")
     if eff.step_overhead_s is not None and (eff.step_overhead_s < 0 or not math.isfinite(eff.step_overhead_s)):
         raise InputError(f"--step-overhead must be >= 0 (got {eff.step_overhead_s})", "write it as 50us or 0.5ms")
+    from kvplan.plans.sizing.dispatch import check_prefill_overhead
+
+    check_prefill_overhead(eff.prefill_overhead_s)

@@ -273,7 +273,7 @@ def latency(
     shared = set(first.cost.layouts) >= set(tps)
     cost = first.cost if shared else model_cost(card, profile, weights_dtype, kv_dtype, tps=tps)
     dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
-    pass_fn, clamped, attn_dp, lam_dp = None, set(), ep, 1.0
+    pass_fn, clamped, attn_dp, lam_dp, op_effs = None, set(), ep, 1.0, None
     if perf_model == "operators":
         check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
         attn_dp = dp
@@ -293,9 +293,10 @@ def latency(
             notes.append("TP all-reduce: NCCL (--disable-custom-all-reduce), its measured latency per message size "
                          "where a table holds one")
         explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
-        pass_fn, _effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
+        pass_fn, op_effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                                  efficiencies.step_overhead_s is not None, par, notes,
-                                                 load_tables(), tps=tps)
+                                                 load_tables(), tps=tps,
+                                                 prefill_overhead_s=efficiencies.prefill_overhead_s)
         if tbo:
             notes.append("two-batch overlap: two micro-batches of half the batch, each re-reading the weights; one's "
                          "communication beside the other's compute as DeepSeek's day-6 figures schedule it "
@@ -350,7 +351,9 @@ def latency(
             "weights_dtype": cost.weights_dtype, "kv_dtype": cost.layout(int(t[i])).kv_dtype,
             "compute_dtype": dtype, "engine": engine, "chunk_size": chunk_size,
             "prefill_s": float(pre.time_s[i]), "prefill_passes": int(pre.passes[i]),
-            "prefill_bound": str(pre.bound[i]), "first_decode_step_s": float(first[i]), "ttft_s": float(ttft[i]),
+            "prefill_bound": str(pre.bound[i]), "prefill_dispatch_s": float(np.asarray(pre.dispatch_s)[i]
+                                                                           if np.ndim(pre.dispatch_s) else 0.0),
+            "first_decode_step_s": float(first[i]), "ttft_s": float(ttft[i]),
             "decode_step_s": float(step.time_s[i]), "floor_decode_step_s": float(step.floor_s[i]),
             "decode_memory_s": float(step.memory_s[i]), "decode_compute_s": float(step.compute_s[i]),
             "decode_comm_s": float(step.comm_s[i]), "step_overhead_s": float(step.overhead_s[i]),
@@ -369,6 +372,7 @@ def latency(
         if perf_model == "operators":
             row.update({f"decode_{name}_s": float(v[i]) for name, v in op_times(step).items()})
             row["batch_max"] = bool(batch_max)
+            row["prefill_dispatch_per_layer_s"] = float(op_effs.dispatch_per_layer_s)
             row.update(band_columns(cost.is_moe, int(b[i])))
         row.update({k: float(v[i]) for k, v in spec_cols.items()})
         row.update({k: float(v[i]) for k, v in chunk_cols.items()})
@@ -385,6 +389,7 @@ def latency(
                          + ", ".join(sorted(clamped)))
     else:
         notes.extend(_memory_notes(card, hw, cost, b, s + o, t, ep))
+        notes.append("no eager-prefill dispatch on the roofline (--prefill-overhead applies to --perf-model operators)")
     notes.extend(_standard_notes(card, cost, tps, max(ep, attn_dp), overlap_comm, chunk_size))
     columns = list(LATENCY_COLUMNS)
     if speculation is not None:

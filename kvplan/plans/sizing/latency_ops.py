@@ -91,6 +91,18 @@ def memory_notes(card, hw, cost, batch, final_context, tp, dp, expert_parallel, 
     return notes
 
 
+def dispatch_source(row: dict) -> str:
+    """Where a latency row's per-layer prefill dispatch comes from, in a few words."""
+    from kvplan.engines import prefill_dispatch
+
+    profile = prefill_dispatch(row["engine"]) if row.get("engine") else None
+    if profile is None or profile.per_layer_s != row.get("prefill_dispatch_per_layer_s"):
+        return "--prefill-overhead"
+    stand_in = "vLLM's figure standing in, " if row["engine"] != "vllm" else ""
+    return (f"{stand_in}NVIDIA aiconfigurator vllm_backend.py _prefill_dispatch_overhead_ms at 095f58a "
+            "(kvplan.engines.PREFILL_DISPATCH)")
+
+
 def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
     times = op_times(step)
     lines = [
@@ -120,6 +132,12 @@ def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
         f"{machine.ridge_flop_per_byte:.3g} FLOP/B",
         f"  prefill                    = {row['batch']} × {row['isl']:,} tokens in {row['prefill_passes']} pass(es) "
         f"→ {format_seconds(pre.time_s[i])}; TTFT {format_seconds(row['ttft_s'])}",
+        "  prefill dispatch           = " + (
+            f"{row['prefill_dispatch_s'] / (cost.layers * row['prefill_dispatch_per_layer_s']):.0f} eager pass(es) × "
+            f"{cost.layers:g} layers × {format_seconds(row['prefill_dispatch_per_layer_s'])} = "
+            f"{format_seconds(row['prefill_dispatch_s'])} of the prefill (host dispatch of a prefill forward no CUDA graph "
+            f"covers, once per forward; {dispatch_source(row)})" if row.get("prefill_dispatch_s") else
+            "none (every pass replays a CUDA graph, or the engine charges none; see the notes)"),
         f"  request                    = TTFT + ({row['osl']} − 1) × TPOT {format_seconds(row['tpot_s'])} = "
         f"{format_seconds(row['e2e_s'])}; {row['tokens_per_s']:,.1f} tok/s, {row['tokens_per_s_per_gpu']:,.1f} per GPU",
         band_line(row),

@@ -223,11 +223,15 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
 
 
 def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, explicit_eta: bool,
-                   explicit_overhead: bool, par: Parallel, notes: list[str], tables=None, tps=None):
+                   explicit_overhead: bool, par: Parallel, notes: list[str], tables=None, tps=None,
+                   prefill_overhead_s: float | None = None):
     """(pass_fn, OperatorEfficiencies, clamped set) for the per-operator model of one deployment.
 
     ``tables`` is a :class:`kvplan.calc.perfdb.PerfTables` (or None); an explicit η bypasses it.
+    ``prefill_overhead_s``: ``--prefill-overhead`` per layer (None: the engine's, :mod:`.dispatch`).
     """
+    from kvplan.plans.sizing.dispatch import with_prefill_dispatch
+
     from kvplan.calc.operators import model_shapes
 
     shapes = model_shapes(card, cost)
@@ -283,6 +287,7 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     if perf is not None:
         notes.append(f"{engine} CUDA graphs: " + (f"decode GEMMs run at the captured batch size at or above the "
                      f"batch per rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
+    effs = with_prefill_dispatch(effs, engine, graph_sizes, prefill_overhead_s, cost.layers, notes)
     clamped: set = set()
     return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
 
@@ -310,7 +315,8 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     if perf_model == "roofline":
         return StepTimes(cost, machine, tp, dp, None, "roofline", overlap_comm,
                          ("step times: the roofline (--perf-model roofline): every byte at η_mem "
-                          f"{machine.eta_mem:g}, every FLOP at η_flops {machine.eta_flops:g}",))
+                          f"{machine.eta_mem:g}, every FLOP at η_flops {machine.eta_flops:g}; no eager-prefill "
+                          "dispatch (--prefill-overhead applies to --perf-model operators)",))
     notes: list[str] = []
     if cost.is_moe and expert_parallel:
         notes.append(DEFAULT_IMBALANCE_NOTE)
@@ -322,7 +328,7 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
     pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                               efficiencies.step_overhead_s is not None, par, notes, load_tables(),
-                                              tps=[tp])
+                                              tps=[tp], prefill_overhead_s=efficiencies.prefill_overhead_s)
     head = ("step times: the per-operator model (--perf-model operators, the default; --perf-model roofline for "
             "one η pair): ")
     dp_note = (dp_notes[0] + " (aggregated serving; a PD pool's steps take λ_dp = 1)") if dp_notes else ""
