@@ -16,7 +16,6 @@ is read through here, so each bound is enforced once:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import stat
@@ -211,6 +210,8 @@ def _json_int(text: str) -> int:
 
 def load_json(text: str, source: str | Path):
     """JSON without NaN/Infinity, float overflow or giant integers; errors name the line."""
+    import json  # only for a config.json (the YAML cards' start-up does without it)
+
     try:
         return json.loads(text, parse_constant=_json_constant, parse_float=_json_float, parse_int=_json_int)
     except json.JSONDecodeError as exc:

@@ -391,12 +391,14 @@ def output_format(fmt: str | None, output: Path | None, formats=FORMATS) -> str:
 
 def emit_text(text: str, output: Path | None, extra: "OutputSet | None" = None) -> None:
     """``text`` to stdout, or to ``-o`` together with the command's other files (all or none)."""
-    from kvplan.outputs import OutputSet  # only when something may be written
-
-    outputs = extra if extra is not None else OutputSet()
+    outputs = extra
     if output is not None:
+        if outputs is None:
+            from kvplan.outputs import OutputSet  # only when something is written
+
+            outputs = OutputSet()
         outputs.add(output, text)
-    written = outputs.commit() if len(outputs) else []
+    written = outputs.commit() if outputs is not None and len(outputs) else []
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()

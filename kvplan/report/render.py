@@ -7,7 +7,6 @@ formats (table, markdown) show binary units (GiB), milliseconds and thousands se
 from __future__ import annotations
 
 import io
-import json
 import math
 from pathlib import Path
 
@@ -46,6 +45,8 @@ def header(key: str) -> str:
 
 
 def to_json(result: Result) -> str:
+    import json  # only for --format json (kvplan size's table start-up does without it)
+
     return json.dumps(result.rows, indent=2, default=_json_default) + "\n"
 
 
