@@ -155,7 +155,7 @@ def curve_from_rows(sizes, sol, latency, source: str) -> Curve | None:
     if not keep.any():
         return None
     sizes, eta = sizes[keep], eta[keep]
-    uniq = np.unique(sizes)
+    uniq = np.array(sorted(set(sizes.tolist())))  # np.unique's values (it would import numpy.ma, ~10 ms)
     mean = np.array([eta[sizes == u].mean() for u in uniq])
     return Curve(tuple(float(u) for u in uniq), tuple(float(min(e, 1.0)) for e in mean), source)
 

@@ -227,12 +227,17 @@ def _collective(effs: OperatorEfficiencies, op: str, message, ranks, formula):
     out = np.array(np.broadcast_to(t, np.broadcast_shapes(t.shape, ranks.shape, np.shape(message))), dtype=np.float64)
     msg = np.broadcast_to(np.asarray(message, dtype=np.float64), out.shape)
     rk = np.broadcast_to(ranks, out.shape)
-    for p in np.unique(rk):
+    for p in _distinct(ranks):  # the rank counts themselves, not their broadcast to the grid (a sort of every point)
         curve: LatencyCurve | None = effs.collectives.get((op, int(p)))
         if curve is not None and p > 1:
             mask = rk == p
             out[mask] = curve(msg[mask])
     return out
+
+
+def _distinct(values) -> list[float]:
+    """The distinct values, ascending (np.unique's, without its sort of a whole array or its import of numpy.ma)."""
+    return sorted(set(np.ravel(values).tolist()))
 
 
 def alltoall_hierarchical_s(message_bytes, ranks, machine: Machine):

@@ -150,7 +150,9 @@ def _memo(fn):
 
 def _nearest_rows(rows: dict, keys: tuple[str, ...], target: tuple[float, ...]) -> dict:
     """The rows whose ``keys`` equal the combination nearest ``target`` in log space."""
-    combos = np.unique(np.stack([rows[k] for k in keys], axis=1), axis=0)
+    stacked = np.stack([rows[k] for k in keys], axis=1)
+    # the distinct rows in lexicographic order, as np.unique(stacked, axis=0) (which imports numpy.ma)
+    combos = np.array(sorted(set(map(tuple, stacked.tolist()))), dtype=stacked.dtype).reshape(-1, len(keys))
     best = combos[nearest_index(combos, np.asarray(target, dtype=np.float64))]
     mask = np.ones(len(rows["latency_s"]), dtype=bool)
     for k, v in zip(keys, best):
@@ -340,7 +342,7 @@ def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: s
     b, c = rows["batch"], rows["context_tokens"]
     sol = np.maximum(b * c * per_token_bytes / bw, b * c * flops_per_key / peak)
     eta = np.minimum(sol / rows["latency_s"], 1.0)
-    bs, cs = np.unique(b), np.unique(c)
+    bs, cs = (np.array(sorted(set(v.tolist())), dtype=np.float64) for v in (b, c))  # np.unique's values
     table = np.full((bs.size, cs.size), np.nan)
     for bi, ci, e in zip(np.searchsorted(bs, b), np.searchsorted(cs, c), eta):
         table[bi, ci] = e if np.isnan(table[bi, ci]) else (table[bi, ci] + e) / 2
@@ -410,7 +412,7 @@ def _collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
             x, y = t["message_bytes"][sel], t["latency_s"][sel]
             order = np.argsort(x)
             x, y = x[order], y[order]
-            ux = np.unique(x)
+            ux = np.array(sorted(set(x.tolist())), dtype=np.float64)  # np.unique's values
             uy = np.array([y[x == u].mean() for u in ux])
             out[(key, p)] = LatencyCurve(tuple(ux.tolist()), tuple(uy.tolist()), f"aiconfigurator {lib} {op} on {p} GPUs")
     return out
