@@ -110,13 +110,24 @@ class Grid:
         with np.errstate(invalid="ignore", divide="ignore"):
             fa = np.where(ja > ia, (xa - la[ia]) / (la[ja] - la[ia]), 0.0)
             fb = np.where(jb > ib, (xb - lb[ib]) / (lb[jb] - lb[ib]), 0.0)
-        return ((1 - fa) * (1 - fb) * table[ia, ib] + fa * (1 - fb) * table[ja, ib]
-                + (1 - fa) * fb * table[ia, jb] + fa * fb * table[ja, jb])
+        return ((1 - fa) * (1 - fb) * _gather(table, ia, ib) + fa * (1 - fb) * _gather(table, ja, ib)
+                + (1 - fa) * fb * _gather(table, ia, jb) + fa * fb * _gather(table, ja, jb))
 
     def outside(self, size_a, size_b):
         a, b = np.asarray(size_a, float), np.asarray(size_b, float)
         return ((a < self.a[0] * (1 - 1e-9)) | (a > self.a[-1] * (1 + 1e-9))
                 | (b < self.b[0] * (1 - 1e-9)) | (b > self.b[-1] * (1 + 1e-9)))
+
+
+def _gather(table: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``table[i, j]`` (broadcast); a row of ``i`` against a column of ``j`` (or the reverse), as a grid of
+    points gives them, by two one-axis takes (the same values, without a broadcast index per point)."""
+    if i.ndim == j.ndim == 2:
+        if i.shape[0] == 1 and j.shape[1] == 1:
+            return np.take(table.T[j[:, 0]], i[0], axis=1)
+        if i.shape[1] == 1 and j.shape[0] == 1:
+            return np.take(table[i[:, 0]], j[0], axis=1)
+    return table[i, j]
 
 
 @dataclass(frozen=True)
