@@ -290,9 +290,10 @@ def _blocks(dep, seqs: np.ndarray, batches: np.ndarray, latency_model,
                "weights_bytes_per_gpu": dep.memory.weights_bytes_per_gpu, "kv_cache_memory_bytes": kv_bytes,
                "num_blocks": dep.pool.blocks_per_gpu, "kv_cache_tokens": dep.pool.tokens_per_gpu}
     upper = max(card.max_context, int(seqs.max()))
-    longest = layout.max_sequence_len(pool, batches, upper=upper)           # per batch value
     step = max(1, chunk_points // len(batches))
-    yield None  # checked
+    yield None  # checked (what follows rejects nothing: it runs when the first chunk is asked for,
+    # beside the writing of the combinations before, not in the check of every combination up front)
+    longest = layout.max_sequence_len(pool, batches, upper=upper)           # per batch value
     for start in range(0, len(seqs), step):
         chunk = seqs[start:start + step]
         per_seq = layout.sequence_bytes(chunk)
