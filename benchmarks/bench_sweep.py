@@ -62,11 +62,16 @@ STARTUP_IMPORTS = ("import kvplan.cli, kvplan.cli.sweep, kvplan.plans.check.swee
                    "kvplan.plans.sizing.perfmodel, kvplan.plans.sizing.latency_ops, pyarrow.parquet")
 
 
+# the command line runs numpy's OpenBLAS with one thread (kvplan.cli.main); the stages run as it does
+CLI_ENV = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
+
+
 def _child_cpu(code: str, runs: int = 5) -> float:
     """Best CPU seconds (user + system) of ``python -c code`` over ``runs`` fresh processes."""
     best = math.inf
     for _ in range(runs):
-        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 env=CLI_ENV)
         _, _, usage = os.wait4(child.pid, 0)
         best = min(best, usage.ru_utime + usage.ru_stime)
     return best
@@ -107,7 +112,7 @@ def stages(path: Path, out: Path, runs: int = 3) -> None:
     best = {"setup": math.inf, "evaluation": math.inf, "tables": math.inf, "encoder": math.inf}
     for _ in range(runs):
         text = subprocess.run([sys.executable, __file__, "--stage-child", str(path), str(out)], check=True,
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, env=CLI_ENV).stdout
         figures = json.loads(text.strip().splitlines()[-1])
         rows = figures.pop("rows")
         for key, value in figures.items():
