@@ -60,6 +60,38 @@ def test_size_by_repo_id_skips_the_plugin_scan_and_reads_one_card():
     assert parsed.strip() == "['llama-3.1-70b.yaml']"
 
 
+def _openblas_threads_seen(env: dict) -> tuple[str, str]:
+    """(OPENBLAS_NUM_THREADS when numpy is first imported under kvplan's main, numpy imported before main)."""
+    probe = (
+        "import builtins, os, sys, io, contextlib\n"
+        "seen = []\n"
+        "real = builtins.__import__\n"
+        "def spy(name, *a, **k):\n"
+        "    if name == 'numpy' and not seen:\n"
+        "        seen.append(os.environ.get('OPENBLAS_NUM_THREADS', '-'))\n"
+        "    return real(name, *a, **k)\n"
+        "import kvplan.cli as cli\n"
+        "before = 'numpy' in sys.modules\n"
+        "builtins.__import__ = spy\n"
+        "sys.argv = ['kvplan', 'size', 'llama-3.1-8b', '--seq', '8k', '--format', 'json']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        cli.main()\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(seen[0], before)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    seen, before = out.stdout.split()
+    return seen, before
+
+
+def test_numpy_starts_with_one_openblas_thread_unless_the_user_says():
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    assert _openblas_threads_seen(env) == ("1", "False")  # set before numpy is first imported
+    assert _openblas_threads_seen({**env, "OPENBLAS_NUM_THREADS": "4"}) == ("4", "False")
+
+
 def test_every_command_is_documented_in_the_readme():
     from typer.main import get_command
 
