@@ -86,6 +86,7 @@ def test_latency_explain_shows_every_term(invoke):
     (["--tp", "3"], "tp=3 does not fit 8 KV heads"),
     (["--eta-mem", "1.5"], "--eta-mem must be in [0.001, 1]"),
     (["--step-overhead", "fast"], "cannot read a duration 'fast'"),
+    (["--step-overhead", "1e9s"], "--step-overhead must be >= 0 and at most 1 h"),
     (["--chunk-size", "0"], "--chunk-size must be a positive integer"),
     (["--enable-expert-parallel"], "has no routed experts (a dense model)"),
     (["--tp", "4", "--dp", "3"], "= 12 GPUs exceed h200's 8 GPUs per node and the card has no NIC"),

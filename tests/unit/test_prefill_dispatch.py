@@ -147,7 +147,7 @@ def test_the_dispatch_adds_to_ttft_never_less_for_a_longer_prompt(isl, extra, en
 
 @pytest.mark.parametrize("command", ["latency", "plan", "pd"])
 @pytest.mark.parametrize(("value", "message"), [("-1ms", "duration must be >= 0"), ("fast", "cannot read a duration"),
-                                                ("5", "has no unit")])
+                                                ("5", "has no unit"), ("7200s", "at most 1 h")])
 def test_bad_prefill_overhead_flag_exits_2_with_error_and_hint(invoke, command, value, message):
     extra = [] if command == "latency" else ["--qps", "1", "--isl", "2k", "--osl", "64"]
     result = invoke(command, "llama-3.1-8b", "h100-sxm", *extra, "--prefill-overhead", value)

@@ -23,9 +23,11 @@ from kvplan.errors import InputError
 
 
 def check_prefill_overhead(value: float | None) -> None:
-    """``--prefill-overhead`` is a duration per layer, >= 0 and finite (one InputError otherwise)."""
-    if value is not None and (not math.isfinite(value) or value < 0):
-        raise InputError(f"--prefill-overhead must be >= 0 and finite (got {value})",
+    """``--prefill-overhead`` is a duration per layer, 0 … 1 h as a card's latencies (one InputError otherwise)."""
+    from kvplan.cards.schema import MAX_LATENCY_S
+
+    if value is not None and (not math.isfinite(value) or value < 0 or value > MAX_LATENCY_S):
+        raise InputError(f"--prefill-overhead must be >= 0 and at most 1 h (got {value:g} s)",
                          "host dispatch per layer of an eager prefill forward, e.g. 0.8ms; 0 charges none")
 
 

@@ -27,8 +27,12 @@ def check_efficiencies(eff: Efficiencies) -> None:
     for name, value in (("--eta-mem", eff.eta_mem), ("--eta-flops", eff.eta_flops)):
         if value is not None and not 0 < value <= 1:
             raise InputError(f"{name} must be in (0, 1] (got {value})", "an efficiency is a share of the peak")
-    if eff.step_overhead_s is not None and (eff.step_overhead_s < 0 or not math.isfinite(eff.step_overhead_s)):
-        raise InputError(f"--step-overhead must be >= 0 (got {eff.step_overhead_s})", "write it as 50us or 0.5ms")
+    from kvplan.cards.schema import MAX_LATENCY_S
+
+    step = eff.step_overhead_s
+    if step is not None and (step < 0 or not math.isfinite(step) or step > MAX_LATENCY_S):
+        raise InputError(f"--step-overhead must be >= 0 and at most 1 h, as a card's (got {step:g} s)",
+                         "the host time of one forward pass: write it as 50us or 0.5ms")
     from kvplan.plans.sizing.dispatch import check_prefill_overhead
 
     check_prefill_overhead(eff.prefill_overhead_s)
