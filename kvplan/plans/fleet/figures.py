@@ -5,7 +5,8 @@ the per-operator pass by default, the roofline with ``--perf-model roofline``) a
 batch limits; the formulas are in :mod:`kvplan.plans.fleet.model`'s docstring:
 
     t(b)      decode step of b sequences (per attention-DP rank: the instance's step at dp·b) at L̄
-    δ + γL̄    one more sequence at the decode context;  γ: one more token of context in the batch
+    δ + γL̄    one more sequence at the decode context (the secant over b ± √b, not across one graph bucket edge);
+              γ: one more token of context in the batch
     S, X      a prompt's chunked prefill beside b decoders (``mixed_chunk``) and its extra over b decode steps,
               less Y: the eager-prefill dispatch of its chunks' steps (a per-step constant the packed prompts
               of a step share, :func:`kvplan.calc.operators.eager_dispatch_s`; 0 where graphs cover the step)
@@ -83,10 +84,16 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     b_grid = np.unique(np.concatenate([small, np.round(np.geomspace(1, top, 64)), [top, top + 1]]))
     ctx = lengths.decode_context
     dctx = max(64.0, ctx * 0.05)
-    probe = steps.decode_s(dp * np.concatenate([b_grid, b_grid + 1, b_grid]),
-                           np.concatenate([np.full(2 * b_grid.size, ctx), np.full(b_grid.size, ctx + dctx)]))
-    step, more, longer = probe[:b_grid.size], probe[b_grid.size:2 * b_grid.size], probe[2 * b_grid.size:]
-    more = more - step
+    # δ + γL̄ (one more sequence) as the secant over the batch's own spread (Poisson: ±√b, at least one
+    # sequence): CUDA-graph padding makes the step jump at bucket edges, and a one-step difference there
+    # read the whole jump as the cost of one sequence (TPOT variance ×10 at some N and not at N ± 1)
+    spread = np.maximum(1.0, np.sqrt(b_grid))
+    below, above = np.maximum(b_grid - spread, 0.0), b_grid + spread
+    n = b_grid.size
+    probe = steps.decode_s(dp * np.concatenate([b_grid, below, above, b_grid]),
+                           np.concatenate([np.full(3 * n, ctx), np.full(n, ctx + dctx)]))
+    step, low, high, longer = probe[:n], probe[n:2 * n], probe[2 * n:3 * n], probe[3 * n:]
+    more = (high - low) / (above - below)
     per_token = (longer - step) / (dctx * np.maximum(b_grid, 1))
     grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]

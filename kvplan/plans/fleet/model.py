@@ -38,7 +38,8 @@ point (B̄ enters t, S and X) by iterating from an empty instance, which converg
 fixed point; none below the batch cap B_max (the engine's limits: the KV pool, ``max_num_seqs``,
 ``max_num_batched_tokens`` / 2, and the largest batch whose TPOT meets the SLO) means the decode
 slots cannot keep up (``slots``), as does a slot utilisation λ·E[R] / (N·B_max) >= 1. The loop gain
-g = dB̄_next/dB̄ is reported, not limited: a batch that feeds back on itself (each sequence
+g = dB̄_next/dB̄ (the secant over the batch's own spread B̄ ± √B̄, so that a CUDA-graph bucket edge, where the
+step jumps, is not read as the slope) is reported, not limited: a batch that feeds back on itself (each sequence
 lengthens every step) is physics, and its limits are those caps and the SLOs. Concurrency =
 λ × E[time in system] = λ (E[TTFT] + E[n]·m).
 
@@ -300,8 +301,14 @@ class FleetModel:
             point.failures.append("prefill_compute" if (point.rho_interference >= 1 or point.prefill_utilization >= 1)
                                   else "slots")
             return point
-        step = max(0.5, 0.01 * occupancy)
-        point.gain = (next_occupancy(occupancy + step) - next_occupancy(occupancy)) / step
+        # the gain over the batch's own spread (Poisson: ±√B̄, at least one sequence), not the local slope:
+        # a CUDA-graph bucket makes the step jump at a batch size, and a one-sided difference across that
+        # jump read a gain > 1 (TPOT p99 ×8) at some N and not at N ± 1, so fewer instances could pass
+        spread = max(1.0, math.sqrt(occupancy))
+        lo, hi = max(occupancy - spread, 0.0), occupancy + spread
+        at_lo, at_mid, at_hi = next_occupancy(lo), next_occupancy(occupancy), next_occupancy(hi)
+        point.gain = ((at_hi - at_lo) / (hi - lo) if math.isfinite(at_hi)
+                      else (at_mid - at_lo) / (occupancy - lo) if occupancy > lo else math.inf)
         seen = min(occupancy + 1, point.batch_max)
         point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain,
                                         stats=None if full else ("mean",), judge=True)
