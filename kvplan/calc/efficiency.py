@@ -158,6 +158,12 @@ def sol_s(bytes_, flops, bandwidth_bytes_per_s: float, peak_flops_per_s: float):
     return np.maximum(np.asarray(bytes_, float) / bandwidth_bytes_per_s, np.asarray(flops, float) / peak_flops_per_s)
 
 
+def distinct_values(values) -> np.ndarray:
+    """The distinct values of ``values``, ascending, as float64: np.unique's, without its import of numpy.ma (~10 ms
+    at start-up) or its sort of a whole broadcast grid."""
+    return np.array(sorted(set(np.ravel(values).tolist())), dtype=np.float64)
+
+
 def curve_from_rows(sizes, sol, latency, source: str) -> Curve | None:
     """A curve from measured rows: η = SOL / latency at each size; duplicate sizes are averaged."""
     sizes = np.asarray(sizes, dtype=np.float64)
@@ -166,7 +172,7 @@ def curve_from_rows(sizes, sol, latency, source: str) -> Curve | None:
     if not keep.any():
         return None
     sizes, eta = sizes[keep], eta[keep]
-    uniq = np.array(sorted(set(sizes.tolist())))  # np.unique's values (it would import numpy.ma, ~10 ms)
+    uniq = distinct_values(sizes)
     mean = np.array([eta[sizes == u].mean() for u in uniq])
     return Curve(tuple(float(u) for u in uniq), tuple(float(min(e, 1.0)) for e in mean), source)
 
@@ -190,4 +196,4 @@ def describe(eff) -> str:
     return str(eff)
 
 
-__all__ = ["Flat", "Curve", "Grid", "LatencyCurve", "sol_s", "curve_from_rows", "nearest_index", "describe"]
+__all__ = ["Flat", "Curve", "Grid", "LatencyCurve", "sol_s", "curve_from_rows", "distinct_values", "nearest_index", "describe"]

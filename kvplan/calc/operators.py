@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kvplan.calc.alltoall import ep_alltoall_s
-from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve
+from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, distinct_values
 from kvplan.calc.moe import experts_touched
 from kvplan.calc.roofline import ACTIVATION_BYTES, Machine, ModelCost, PassCost, allreduce_s
 from kvplan.cards.schema import ModelCard
@@ -227,17 +227,12 @@ def _collective(effs: OperatorEfficiencies, op: str, message, ranks, formula):
     out = np.array(np.broadcast_to(t, np.broadcast_shapes(t.shape, ranks.shape, np.shape(message))), dtype=np.float64)
     msg = np.broadcast_to(np.asarray(message, dtype=np.float64), out.shape)
     rk = np.broadcast_to(ranks, out.shape)
-    for p in _distinct(ranks):  # the rank counts themselves, not their broadcast to the grid (a sort of every point)
+    for p in distinct_values(ranks):  # the rank counts themselves, not their broadcast to the grid
         curve: LatencyCurve | None = effs.collectives.get((op, int(p)))
         if curve is not None and p > 1:
             mask = rk == p
             out[mask] = curve(msg[mask])
     return out
-
-
-def _distinct(values) -> list[float]:
-    """The distinct values, ascending (np.unique's, without its sort of a whole array or its import of numpy.ma)."""
-    return sorted(set(np.ravel(values).tolist()))
 
 
 def alltoall_hierarchical_s(message_bytes, ranks, machine: Machine):

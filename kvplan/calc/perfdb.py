@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, nearest_index
+from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, distinct_values, nearest_index
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
 # Further directories of the same schema, read after DATA (their rows appended): AMD's aiter cut for MI300X.
@@ -342,7 +342,7 @@ def decode_attention_grid(tables: PerfTables, gpu: str, engine: str, kv_dtype: s
     b, c = rows["batch"], rows["context_tokens"]
     sol = np.maximum(b * c * per_token_bytes / bw, b * c * flops_per_key / peak)
     eta = np.minimum(sol / rows["latency_s"], 1.0)
-    bs, cs = (np.array(sorted(set(v.tolist())), dtype=np.float64) for v in (b, c))  # np.unique's values
+    bs, cs = distinct_values(b), distinct_values(c)
     table = np.full((bs.size, cs.size), np.nan)
     for bi, ci, e in zip(np.searchsorted(bs, b), np.searchsorted(cs, c), eta):
         table[bi, ci] = e if np.isnan(table[bi, ci]) else (table[bi, ci] + e) / 2
@@ -412,7 +412,7 @@ def _collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
             x, y = t["message_bytes"][sel], t["latency_s"][sel]
             order = np.argsort(x)
             x, y = x[order], y[order]
-            ux = np.array(sorted(set(x.tolist())), dtype=np.float64)  # np.unique's values
+            ux = distinct_values(x)
             uy = np.array([y[x == u].mean() for u in ux])
             out[(key, p)] = LatencyCurve(tuple(ux.tolist()), tuple(uy.tolist()), f"aiconfigurator {lib} {op} on {p} GPUs")
     return out

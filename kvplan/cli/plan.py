@@ -45,17 +45,13 @@ MAX_SCALE = 1e6
 
 
 def _check_dp_imbalance(lam: float, dps: list[int] | None) -> None:
-    """``--dp-imbalance`` λ: 1 <= λ <= the smallest searched dp > 1 (the busiest rank does at most all the work)."""
-    from kvplan.errors import InputError
+    """``--dp-imbalance`` λ against the smallest dp > 1 the search tries (every dp > 1 shape takes it)."""
     from kvplan.plans.fleet.search import DEFAULT_DPS
+    from kvplan.plans.sizing.perfmodel import check_dp_imbalance
 
-    if not (1.0 <= lam < float("inf")):
-        raise InputError(f"--dp-imbalance must be >= 1 (got {lam})",
-                         "busiest attention-DP rank's step work over the mean; 1 = perfectly balanced")
     ranks = [d for d in (DEFAULT_DPS if dps is None else dps) if d > 1]
-    if ranks and lam > min(ranks):
-        raise InputError(f"--dp-imbalance {lam:g} exceeds dp {min(ranks)}, the smallest attention-DP size searched",
-                         "the busiest rank does at most all of the step's work: 1 <= λ_dp <= dp; pin --dp to larger sizes")
+    smallest = min(ranks) if ranks else None
+    check_dp_imbalance(lam, smallest, f"dp {smallest}, the smallest attention-DP size searched")
 
 
 def plan_command(

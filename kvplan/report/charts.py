@@ -8,6 +8,7 @@ any thread and never open a window.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import BinaryIO
 from pathlib import Path
 
 GIB = 2**30
@@ -25,7 +26,7 @@ def _figure():
     return figure
 
 
-def _save(figure, path: Path) -> None:
+def _save(figure, path: Path | BinaryIO) -> None:
     figure.savefig(path, format="png", metadata={"Software": None})
 
 
@@ -117,8 +118,10 @@ def latency_chart(path: Path, batches: Sequence[int], step_s: Sequence[float], f
     _save(figure, path)
 
 
-def closed_loop_chart(path: Path, rows: Sequence[dict], title: str) -> None:
+def closed_loop_chart(path: Path | BinaryIO, rows: Sequence[dict], title: str) -> None:
     """The latency–throughput curve of a closed-loop sweep: output tokens/s per GPU against TPOT p50 and TTFT p99.
+
+    ``path``: a file, or a binary buffer (``kvplan plan --chart`` writes the bytes with its other outputs).
 
     One point per concurrency C (labelled), as ``vllm bench serve --max-concurrency`` sweeps plot it.
     """

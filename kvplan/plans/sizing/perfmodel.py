@@ -172,15 +172,20 @@ def attention_dp_imbalance(dp) -> np.ndarray:
     return np.where(n > 1, (1.0 + w) / (1.0 + w / np.maximum(n, 1.0)), 1.0)
 
 
+def check_dp_imbalance(given: float, dp: int | None, ranks: str | None = None) -> None:
+    """1 <= λ <= ``dp`` (None: no upper bound; ``ranks`` names it in the message), else one InputError."""
+    if not (1.0 <= given < math.inf):
+        raise InputError(f"--dp-imbalance must be >= 1 (got {given})",
+                         "busiest attention-DP rank's step work over the mean; 1 = perfectly balanced")
+    if dp is not None and given > max(dp, 1):
+        raise InputError(f"--dp-imbalance {given:g} exceeds {ranks or f'--dp {dp}'}",
+                         "the busiest rank does at most all of the step's work: 1 <= λ_dp <= DP")
+
+
 def resolve_dp_imbalance(dp: int, given: float | None, notes: list[str]) -> float:
     """``--dp-imbalance`` where given (≥ 1), else the sourced λ_dp(dp); 1 for one rank. Named in the notes."""
     if given is not None:
-        if not (1.0 <= given < math.inf):
-            raise InputError(f"--dp-imbalance must be >= 1 (got {given})",
-                             "busiest attention-DP rank's step work over the mean; 1 = perfectly balanced")
-        if given > max(dp, 1):
-            raise InputError(f"--dp-imbalance {given:g} exceeds --dp {dp}",
-                             "the busiest rank does at most all of the step's work: 1 <= λ_dp <= DP")
+        check_dp_imbalance(given, dp)
         return float(given)
     if dp <= 1:
         return 1.0
@@ -230,9 +235,8 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     ``tables`` is a :class:`kvplan.calc.perfdb.PerfTables` (or None); an explicit η bypasses it.
     ``prefill_overhead_s``: ``--prefill-overhead`` per layer (None: the engine's, :mod:`.dispatch`).
     """
-    from kvplan.plans.sizing.dispatch import with_prefill_dispatch
-
     from kvplan.calc.operators import model_shapes
+    from kvplan.plans.sizing.dispatch import with_prefill_dispatch
 
     shapes = model_shapes(card, cost)
     perf = engine_perf(engine)
