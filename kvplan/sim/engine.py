@@ -129,9 +129,25 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         counter += 1
         heapq.heappush(events, (when, counter, i, version[i]))
 
+    eager = float(getattr(steps, "eager_decode_s", 0.0) or 0.0)   # an eager decode step is max(GPU step, eager)
+
+    def host_steps(d: float, bb: int, tt: float, j: int) -> int:
+        """How many of a run's first j decode steps are host-bound (GPU step d + γ(tt + bb·i) below ``eager``)."""
+        if eager <= 0:
+            return 0
+        gamma = gammas[bb]
+        first = d + gamma * tt
+        if first >= eager:
+            return 0
+        if gamma * bb <= 0:
+            return j
+        return min(j, max(0, math.ceil((eager - first) / (gamma * bb))))
+
     def run_length(d: float, bb: int, tt: float, j: int) -> float:
         gamma = gammas[bb]
-        return j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
+        m = host_steps(d, bb, tt, j)            # those take ``eager`` each; the rest grow with the held tokens
+        tt, j = tt + bb * m, j - m
+        return m * eager + j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
 
     def ended(now: float) -> None:
         """Closed loop: a request has ended, so the client sends the next one now."""
@@ -400,8 +416,13 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         t0, d, bb, tt, planned, grown = current[i]
         x = now - t0
         gamma = gammas[bb]
-        a2, a1 = gamma * bb / 2, d + gamma * tt - gamma * bb / 2
-        j = x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2)
+        m = host_steps(d, bb, tt, planned)
+        if x < m * eager:                       # still in the host-bound steps
+            j = x / eager
+        else:
+            x, tt0 = x - m * eager, tt + bb * m
+            a2, a1 = gamma * bb / 2, d + gamma * tt0 - gamma * bb / 2
+            j = m + (x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2))
         steps_now = min(int(math.floor(j + 1e-12)) + 1, planned)
         if steps_now < planned:
             current[i] = (t0, d, bb, tt, steps_now, grown)
