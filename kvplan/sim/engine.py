@@ -49,6 +49,7 @@ import numpy as np
 
 from kvplan.sim.config import (KV_POLICIES, SGLANG_CLIP, SGLANG_DECAY_STEPS, SGLANG_INIT_RATIO, SGLANG_MIN_FACTOR,
                                SGLANG_RETRACT_STEPS, V0_WATERMARK, SimConfig, SimResult)
+from kvplan.sim.runs import run_length_s, steps_begun
 from kvplan.sim.steps import StepModel
 
 def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig, prompt_kv_bytes=None) -> SimResult:
@@ -131,23 +132,8 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
 
     eager = float(getattr(steps, "eager_decode_s", 0.0) or 0.0)   # an eager decode step is max(GPU step, eager)
 
-    def host_steps(d: float, bb: int, tt: float, j: int) -> int:
-        """How many of a run's first j decode steps are host-bound (GPU step d + γ(tt + bb·i) below ``eager``)."""
-        if eager <= 0:
-            return 0
-        gamma = gammas[bb]
-        first = d + gamma * tt
-        if first >= eager:
-            return 0
-        if gamma * bb <= 0:
-            return j
-        return min(j, max(0, math.ceil((eager - first) / (gamma * bb))))
-
     def run_length(d: float, bb: int, tt: float, j: int) -> float:
-        gamma = gammas[bb]
-        m = host_steps(d, bb, tt, j)            # those take ``eager`` each; the rest grow with the held tokens
-        tt, j = tt + bb * m, j - m
-        return m * eager + j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
+        return run_length_s(d, gammas[bb], bb, tt, j, eager)
 
     def ended(now: float) -> None:
         """Closed loop: a request has ended, so the client sends the next one now."""
@@ -414,16 +400,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
 
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned, grown = current[i]
-        x = now - t0
-        gamma = gammas[bb]
-        m = host_steps(d, bb, tt, planned)
-        if x < m * eager:                       # still in the host-bound steps
-            j = x / eager
-        else:
-            x, tt0 = x - m * eager, tt + bb * m
-            a2, a1 = gamma * bb / 2, d + gamma * tt0 - gamma * bb / 2
-            j = m + (x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2))
-        steps_now = min(int(math.floor(j + 1e-12)) + 1, planned)
+        steps_now = steps_begun(d, gammas[bb], bb, tt, planned, now - t0, eager)
         if steps_now < planned:
             current[i] = (t0, d, bb, tt, steps_now, grown)
             schedule(i, t0 + run_length(d, bb, tt, steps_now))
