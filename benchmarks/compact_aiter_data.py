@@ -13,10 +13,11 @@ dropped, outliers outside 1.5 IQR removed) and the GPU's compute-unit count ``cu
 Rules (kvplan/data/perf/aiter/README.md): only rows with ``cu_num`` 304 (and ``gfx`` gfx942 where the file
 has the column); every kept row is a copy of one source row; the only transformations are µs -> s (rounded
 to 6 significant digits), aiter's quantisation names -> kvplan's dtypes (block-scaled FP8 -> ``fp8_block``,
-unquantised bf16 -> ``bf16``) and, for GEMMs, M kept at powers of two. Rows whose time is 0 (not run) are
+unquantised bf16 -> ``bf16``, int8 W8A8 with per-token / per-channel scales -> ``sq``) and, for GEMMs, M kept at powers of two. Rows whose time is 0 (not run) are
 left out. A shape measured in two files keeps the first file's row. ``src_row`` is the 0-based data row of
 the source CSV named by the row's kernel id (``kernels.csv`` -> ``source_table`` -> ``sources.csv``).
-Nothing is interpolated.
+Nothing is interpolated. ``PINNED_GEMM_FILES`` are read at their own commit (a pull request's head), named with
+it in ``sources.csv`` and labelled with it in ``backend_version``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,15 @@ GEMM_FILES = (
     ("a8w8_blockscale_tuned_gemm_qwen3_vl_235b", "fp8_block"),
     ("a8w8_blockscale_tuned_gemm_qwen3_vl_32b", "fp8_block"),
 )
+# GEMM files read at a commit of their own (a pull request's head, not the --commit tree): (stem, path, commit,
+# version label, dtype). ROCm/aiter PR #1092 "[MI300X] tune Gemm performance for llama 70b/405b" (2025-09-26,
+# merged on GitHub; head 035725098d): the CK a8w8 rowwise tuner (csrc/ck_gemm_a8w8/gemm_a8w8_tune.py at that
+# head: int8 x int8 operands, per-token x_scale [m, 1], per-channel w_scale [1, n], bf16 out) over Llama-3.1-70B
+# and -405B's TP1/TP4/TP8 linear shapes, cu_num 304: kvplan's ``sq`` (W8A8 int8, per-token/per-channel scales).
+PINNED_GEMM_FILES = (
+    ("a8w8_tuned_gemm", "aiter/configs/a8w8_tuned_gemm.csv", "035725098db2d65f8d5757d6c8488c6176b00b93",
+     "pr1092@035725098d", "sq"),
+)
 MOE_FILES = (
     "a8w8_blockscale_tuned_fmoe_ds_v3",
     "a8w8_blockscale_tuned_fmoe_glm5_1",
@@ -62,8 +72,8 @@ def moe_dtype(row: dict) -> str | None:
     return None
 
 
-def read_source(source: str, commit: str, stem: str) -> list[dict]:
-    path = f"{CONFIGS}/{stem}.csv"
+def read_source(source: str, commit: str, stem: str, path: str | None = None) -> list[dict]:
+    path = path or f"{CONFIGS}/{stem}.csv"
     text = subprocess.run(["git", "-C", source, "show", f"{commit}:{path}"], check=True, capture_output=True,
                           text=True).stdout
     return list(csv.DictReader(io.StringIO(text)))
@@ -84,8 +94,8 @@ class Kernels:
     def __init__(self):
         self.ids: dict = {}
 
-    def id(self, table: str, dtype: str, stem: str, name: str) -> str:
-        key = (table, dtype, stem, name)
+    def id(self, table: str, dtype: str, stem: str, name: str, version: str | None = None) -> str:
+        key = (table, dtype, stem, name, version)
         if key not in self.ids:
             self.ids[key] = [f"a{len(self.ids)}", 0]
         self.ids[key][1] += 1
@@ -102,6 +112,14 @@ def gemm(source: str, commit: str, version: str, kernels: Kernels) -> list[list]
             seen.add((dtype, m, n, k))
             kid = kernels.id("gemm", dtype, stem, f"{r['libtype']}:{r['kernelName']}")
             out.append([GPU, BACKEND, version, dtype, kid, m, n, k, seconds(r["us"]), i])
+    for stem, path, pinned, label, dtype in PINNED_GEMM_FILES:
+        for i, r in enumerate(read_source(source, pinned, stem, path)):
+            m, n, k = int(r["M"]), int(r["N"]), int(r["K"])
+            if not on_mi300x(r) or m not in POW2_M or float(r["us"]) <= 0 or (dtype, m, n, k) in seen:
+                continue
+            seen.add((dtype, m, n, k))
+            kid = kernels.id("gemm", dtype, stem, f"{r.get('libtype', 'ck')}:{r['kernelName']}", label)
+            out.append([GPU, BACKEND, label, dtype, kid, m, n, k, seconds(r["us"]), i])
     return sorted(out, key=lambda x: (x[3], x[6], x[7], x[5]))
 
 
@@ -154,11 +172,12 @@ def main() -> None:
           moe(args.source, commit, version, kernels))
     write(out / "kernels.csv", ["kernel_id", "table", "gpu", "backend", "backend_version", "dtype", "source_table",
                                 "kernel", "rows"],
-          [[kid, table, GPU, BACKEND, version, dtype, stem, name, n]
-           for (table, dtype, stem, name), (kid, n) in kernels.ids.items()])
+          [[kid, table, GPU, BACKEND, pinned or version, dtype, stem, name, n]
+           for (table, dtype, stem, name, pinned), (kid, n) in kernels.ids.items()])
     stems = [s for s, _ in GEMM_FILES] + list(MOE_FILES)
     write(out / "sources.csv", lead + ["source_table", "repo", "commit", "path"],
-          [[GPU, BACKEND, version, s, "ROCm/aiter", commit, f"{CONFIGS}/{s}.csv"] for s in stems])
+          [[GPU, BACKEND, version, s, "ROCm/aiter", commit, f"{CONFIGS}/{s}.csv"] for s in stems]
+          + [[GPU, BACKEND, label, s, "ROCm/aiter", pinned, path] for s, path, pinned, label, _ in PINNED_GEMM_FILES])
     write(out / "gpus.csv", ["gpu", "card", "device"], [[GPU, CARD, DEVICE]])
 
 

@@ -63,8 +63,9 @@ def evaluate(row: Row, how: str = "max") -> float:
 
 def has_tables(row) -> bool:
     """The row's GPU has per-kernel tables; on a GPU whose rows are not aiconfigurator's (MI300X: AMD aiter), the
-    tables also hold the row's GEMM dtype (block FP8 there: per-tensor FP8 and bf16 rows run at the card's η)."""
-    from kvplan.calc.perfdb import load_default, origin
+    tables also hold the row's GEMM dtype or its stand-in (MI300X: block FP8, and per-tensor FP8 read from the int8
+    W8A8 rows, ``perfdb.DTYPE_STAND_INS``; bf16 rows run at the card's η)."""
+    from kvplan.calc.perfdb import DTYPE_STAND_INS, load_default, origin
     from kvplan.cards.loader import load_model
     from kvplan.plans.sizing.perfmodel import table_dtype
 
@@ -75,7 +76,10 @@ def has_tables(row) -> bool:
     native = load_model(row.model).weights_dtype
     weights = row.weights_dtype if row.weights_dtype not in (None, "", "auto") else (native or "bf16")
     compute = {"fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4"}.get(weights, "bf16")
-    return tables.select("gemm", gpu=gpu, dtype=table_dtype(compute, weights, native)) is not None
+    dtype = table_dtype(compute, weights, native)
+    dtype = dtype if tables.select("gemm", gpu=gpu, dtype=dtype) is not None else DTYPE_STAND_INS.get((gpu, dtype),
+                                                                                                      (dtype,))[0]
+    return tables.select("gemm", gpu=gpu, dtype=dtype) is not None
 
 
 def collect():
@@ -181,7 +185,8 @@ def render(results) -> tuple[str, dict]:
             if current is None or (set_name == "scoring" and s["n"] >= MIN_SCORING_ROWS):
                 bands["groups"][group] = {"set": set_name, **{k: round(v, 4) for k, v in s.items()}}
     lines += ["", "The same, only rows on GPUs with per-kernel tables (A100, H100, H200, B200, GB200 on B200's, and MI300X "
-              "where its GEMMs are block FP8, AMD's aiter rows; others run at the card's flat η and say so):", "",
+              "where its GEMMs are block FP8 or per-tensor FP8, AMD's aiter rows; others run at the card's flat η and "
+              "say so):", "",
               "| set | group | rows | median abs error | median signed error (bias) | p90 abs error |",
               "|---|---|---:|---:|---:|---:|"]
     for set_name in ("fitting", "scoring"):
@@ -198,26 +203,26 @@ def render(results) -> tuple[str, dict]:
               "- *MI300X* (ROCm/vllm dev-docker README at 040de12: vLLM 0.10.0, `benchmark_latency.py` from v0.8.5, "
               "a static batch through `llm.generate` timed whole, prefill included, 3 warm-up and 5 timed iterations, "
               "`--dtype float16` and no `--kv-cache-dtype`, so FP8 weights beside an fp16 KV cache; kvplan's e2e at that "
-              "batch and ISL/OSL is the same quantity, so the comparison stands) still runs at the card's flat η and is "
-              "33–48 % too fast at batch 1 and 33–68 % at batch 2–128. At batch 1 the missing time per step is 4.0 ms on "
-              "Llama-3.1-70B TP8 (8.42 ms measured, 4.42 ms kvplan) and 7.9 ms on 405B TP8 (23.6 / 15.7 ms): it grows "
-              "faster than the layer count (×1.6) and far slower than the weight bytes (×5.7), so it is not one bandwidth "
-              "η. What is published: vLLM's ROCm per-tensor FP8 linear runs `wvSplitKQ` at one token and "
-              "`torch._scaled_mm` (hipBLASLt) above (ROCm/vllm `w8a8_utils.py rocm_per_tensor_w8a8_scaled_mm_impl`, "
-              "stored revision 0175fb8), and no MI300X timing of `wvSplitKQ` at these shapes was found. The nearest "
-              "per-kernel MI300X figures are other kernels: AITER's CK FP8 GEMM at 70B's TP8 QKV shape (M 1, N 1,280, "
-              "K 8,192) takes 17.6 µs, 10.7 µs with B-preshuffle (ROCm/aiter PR #1092), 11 % and 19 % of 5.3 TB/s "
-              "where η 0.8 gives 2.5 µs; rocBLAS `wvSpltK` FP16 skinny GEMMs on 90–474 MB matrices reach 76–96 % and "
-              "hipBLASLt 52–75 % (ROCm/rocm-libraries PR #12329's table). xGMI carries about 48 of 64 GB/s per link (AMD ROCm "
-              "blog 'Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X', 2025-03-02), which does "
-              "not bind 16 KB all-reduces; vLLM's ROCm custom all-reduce takes 6–7 µs at 24–48 KB on TP8 MI355X "
-              "(vllm PR #39080; no MI300X figure). Small TP8 GEMM shards bound by kernel latency rather than bandwidth "
-              "is the likely shape of the gap, but one FP8 shape of another kernel is not a table. MI300X now has AMD's "
-              "measured aiter tables (`kvplan/data/perf/aiter`: ROCm/aiter @e404860, cu_num 304), but they hold "
-              "block-FP8 GEMMs and fused MoE only: at that commit aiter's per-token/per-tensor FP8 and bf16 GEMM CSVs "
-              "carry MI308 (cu_num 80) and MI355X (256) rows, none for 304, and vLLM's per-tensor path is hipBLASLt / "
-              "`wvSplitKQ`, not aiter. So these per-tensor FP8 Llama rows still run at the flat η and stay out of "
-              "target. The README lists 'AITER full "
+              "batch and ISL/OSL is the same quantity, so the comparison stands): per-tensor FP8 linears now read AMD's int8 "
+              "W8A8 CK rowwise GEMMs tuned on MI300X for exactly these models (ROCm/aiter PR #1092 '[MI300X] tune Gemm "
+              "performance for llama 70b/405b', head 035725098d, `aiter/configs/a8w8_tuned_gemm.csv`, cu_num 304: "
+              "Llama-3.1-70B/405B TP1/TP4/TP8 shapes, M 1 … 16,384; `kvplan/data/perf/aiter`, dtype `sq`, read for "
+              "`fp8` through `perfdb.DTYPE_STAND_INS`: 1-byte operands both, and MI300X's dense INT8 and FP8 peaks are "
+              "both 2,614.9 T(FL)OPS). They are not vLLM's kernel (its ROCm per-tensor FP8 linear runs `wvSplitKQ` at "
+              "one token and `torch._scaled_mm` / hipBLASLt above: ROCm/vllm `w8a8_utils.py "
+              "rocm_per_tensor_w8a8_scaled_mm_impl`, stored revision 0175fb8; no MI300X timing of either at these "
+              "shapes was found) but the nearest measured operator: the same GPU, shapes and operand width. At M 1 they "
+              "move their weights at 12–66 % of 5.3 TB/s (70B TP8 QKV 1,280 × 8,192: 15.8 µs, where η 0.8 gave 2.5 µs); "
+              "the PR's own FP8 (e4m3fnuz) test of the same CK kernel at that shape took 17.6 µs (10.7 µs with "
+              "B-preshuffle), and a second tuning run of all 287 shared points (PR #1094, head fbb52dd) agrees within "
+              "−16 … +11 % (median ratio 0.995). At batch 1 kvplan's step is now 6.39 ms for 70B TP8 (8.42 ms measured; "
+              "4.42 ms at the flat η) and 19.5 ms for 405B TP8 (23.6; 15.7): the rows explain half the missing time on 70B (1.97 of 4.0 ms) "
+              "and half on 405B (3.8 of 7.9 ms). The rest: the LM head (bf16: no MI300X bf16 GEMM at a Llama shape "
+              "was found; aiter's only cu_num-304 bf16 GEMM rows are gpt-oss's 5,120 × 2,880, 2,880 × 4,096 and "
+              "128 × 2,880 at M 1 … 128, Triton kernels, 33–45 % of HBM peak at M 1: "
+              "`gptoss_bf16_tuned_gemm.csv` @e010caf, not read for Llama), attention, the TP all-reduces and the "
+              "engine's host time, none of which has an MI300X per-kernel figure here. So these rows are closer but "
+              "still optimistic and out of target. The README lists 'AITER full "
               "graph capture' for that image, so no missing-HIP-graph host cost is indicated, and no figure sizes one.",
               "- *How the fitting rows are read* where the page is silent (`tests/validation/perf_rows.py`): ModelOpt "
               "checkpoints (`nvidia/*-FP8`, `-FP4`) run with their FP8 KV cache (`kv_cache_quant_algo: FP8`; "
@@ -330,6 +335,22 @@ def render(results) -> tuple[str, dict]:
               "2, 'calibrated to the silicon corpus') is not added: kvplan's fleet model and replay queue each request "
               "behind the prefills ahead of it (the closed form's queueing wait, the discrete-event replay's steps), "
               "the growth of TTFT with concurrency that factor stands for.",
+              "- *Decode without CUDA graphs* (`--enforce-eager` on latency, plan, pd and route: vLLM's "
+              "`--enforce-eager`, SGLang's `--disable-cuda-graph`, TensorRT-LLM's PyTorch backend without "
+              "`use_cuda_graph`). Every forward is then dispatched eagerly: prefill and mixed forwards pay the term "
+              "above whatever their size, decode batches run unpadded, and a decode step is max(GPU step, L × "
+              "t_layer): kernel launches are asynchronous, so the GPU waits on the host only where the dispatch "
+              "outlasts its work (the additive form is aiconfigurator's calibrated TTFT correction, kept for "
+              "prefill). t_layer is the engine's figure, vLLM's 0.8 ms standing in for SGLang and TensorRT-LLM, "
+              "which publish none (`kvplan/engines.py eager_decode_dispatch`); `--prefill-overhead` sets it. "
+              "DeepSeek-V3's 61 layers give 48.8 ms, the flat ~55 ms ITL floor of TensorRT-LLM 0.17's PyTorch "
+              "backend at concurrency 4–16 in dstack's closed-loop runs, the one engine version whose source "
+              "shows decode without graphs (`PyTorchConfig.use_cuda_graph = False` at 9b931c0, "
+              "docs/closed-loop.md). No row of this page's scoring set is replayed with it: its TensorRT-LLM rows "
+              "set `cuda_graph_config` in their llm_options (or run TensorRT engines), gpt-fast captures graphs "
+              "through torch.compile, the MI300X vLLM 0.10.0 image lists 'AITER full graph capture', and the other "
+              "vLLM (0.11–0.19) and SGLang (0.5.x) rows ran those engines' defaults with no eager flag in their "
+              "commands (their graph code was not read per version here); no figure on this page moves.",
               "- *A wide-EP decode instance* (LMSYS, DeepSeek-V3 on 9×8 H100, SGLang with DeepEP low-latency, "
               "two-batch overlap and EPLB, 256 sequences per GPU at KV length 2,000; scored as a decode-only "
               "`--dp 72 --enable-expert-parallel --ep-redundant-experts 32 --system hgx-h100-8` step, "

@@ -2,8 +2,8 @@
 
 The tables are NVIDIA aiconfigurator's measured single-kernel latencies (Apache-2.0; see
 kvplan/data/perf/README.md for origin, conversions and what was kept) and, for MI300X (gfx942, 304 CUs),
-AMD's ROCm/aiter tuned-kernel timings (MIT; kvplan/data/perf/aiter/README.md: block-FP8 GEMMs and fused
-MoE only, backend ``aiter``, read for every engine). Each measured row gives
+AMD's ROCm/aiter tuned-kernel timings (MIT; kvplan/data/perf/aiter/README.md: block-FP8 and int8 W8A8 GEMMs
+and fused MoE, backend ``aiter``, read for every engine; int8 W8A8 stands in for per-tensor FP8, ``DTYPE_STAND_INS``). Each measured row gives
 
     η = SOL / latency,   SOL = max(bytes / HBM bandwidth, FLOPs / peak of the kernel's dtype)
 
@@ -168,16 +168,33 @@ def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, 
     return tables._cache[key]
 
 
+# GEMM dtypes a GPU's tables do not hold, read from the rows of a measured dtype with the same operand width and
+# the same dense peak on that GPU: (gpu, dtype) -> (stand-in dtype, why). MI300X per-tensor FP8 (vLLM's ROCm FP8
+# linears: hipBLASLt torch._scaled_mm / wvSplitKQ, no public MI300X timing at these shapes) reads AMD's int8 W8A8
+# CK rowwise GEMMs tuned on MI300X for Llama-3.1-70B/405B (ROCm/aiter PR #1092, kvplan/data/perf/aiter README).
+DTYPE_STAND_INS = {
+    ("mi300x", "fp8"): ("sq", "int8 W8A8 CK rowwise GEMMs measured on MI300X (ROCm/aiter PR #1092) stand in for "
+                              "per-tensor FP8: 1-byte operands both, MI300X dense peak 2,614.9 TOPS int8 = TFLOPS "
+                              "fp8 (data sheet); vLLM's own FP8 kernels (hipBLASLt, wvSplitKQ) are not measured"),
+}
+
+
 def _gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
                 peak: float) -> Curve | None:
     backend, rows = tables.backend("gemm", gpu, engine, dtype=dtype)
+    read_as, why = dtype, ""
+    if rows is None and (gpu, dtype) in DTYPE_STAND_INS:
+        read_as, why = DTYPE_STAND_INS[(gpu, dtype)]
+        backend, rows = tables.backend("gemm", gpu, engine, dtype=read_as)
     if rows is None:
         return None
     rows = _nearest_rows(rows, ("n", "k"), (n, k))
     m, nn, kk = rows["m"], rows["n"], rows["k"]
+    # the query's bytes per weight and peak: a stand-in dtype has the same width and peak (DTYPE_STAND_INS)
     sol = np.maximum(nn * kk * BYTES.get(dtype, 2.0) / bw, 2 * m * nn * kk / peak)
     nk = f"n={nn[0]:g}, k={kk[0]:g}"
-    return _curve(m, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {dtype} GEMM {nk}")
+    label = read_as if read_as == dtype else f"{read_as} (for {dtype}: {why})"
+    return _curve(m, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {label} GEMM {nk}")
 
 
 def _curve(sizes, sol, latency, source) -> Curve | None:
@@ -423,12 +440,14 @@ AITER_NOTE = (
     "MI300X rows: AMD's ROCm/aiter tuned-kernel CSVs @e404860 (aiter/configs/model_configs/*_tuned_*.csv, cu_num "
     "304 = gfx942: MI300X and MI325X share it and the tuner records no product name), the measured time of the best "
     "kernel per shape (aiter/utility/mp_tuner.py -> aiter/test_common.py run_perftest: profiler device time, inputs "
-    "rotated beyond L2): block-FP8 GEMMs and fused MoE only, tuned in 2026. SGLang's ROCm image sets SGLANG_USE_AITER=1 "
-    "(sgl-project/sglang docker/rocm.Dockerfile) and runs block-FP8 linears through aiter's gemm_a8w8_blockscale and "
-    "MoE through aiter's fused_moe; vLLM calls aiter only with VLLM_ROCM_USE_AITER=1 (vllm/envs.py, off by default), "
-    "and its per-tensor FP8 linears run hipBLASLt / wvSplitKQ, not aiter (no row: the card's η). aiter's first "
-    "release is v0.1.1 (2025-04-26): engine builds before it did not run these kernels. aiter publishes no MI300X "
-    "attention or all-reduce timings: those keep the card's η")
+    "rotated beyond L2): block-FP8 GEMMs and fused MoE, tuned in 2026, and int8 W8A8 GEMMs at Llama-3.1-70B/405B shapes "
+    "(ROCm/aiter PR #1092 @035725098d, 2025-09), which stand in for per-tensor FP8. SGLang's ROCm image sets "
+    "SGLANG_USE_AITER=1 (sgl-project/sglang docker/rocm.Dockerfile) and runs block-FP8 linears through aiter's "
+    "gemm_a8w8_blockscale and MoE through aiter's fused_moe; vLLM calls aiter only with VLLM_ROCM_USE_AITER=1 "
+    "(vllm/envs.py, off by default), and its per-tensor FP8 linears run hipBLASLt / wvSplitKQ, not aiter: the int8 "
+    "CK rowwise rows are the nearest measured operator (same GPU, shapes, operand width and peak), not vLLM's kernel. "
+    "aiter's first release is v0.1.1 (2025-04-26): engine builds before it did not run these kernels. No public "
+    "MI300X attention or all-reduce table was found: those keep the card's η")
 ORIGIN_NOTES = {"aiter": ("AMD ROCm/aiter tuned-kernel timings, kvplan/data/perf/aiter", AITER_NOTE)}
 
 
@@ -453,8 +472,8 @@ def coverage(tables: PerfTables | None, card_name: str) -> str:
 
     return (f" ({card_name}'s tables, {origin(tables, gpu)[0]}, hold GEMM rows of {held('gemm')} and MoE rows of "
             f"{held('moe')} only; "
-            "aiter has no per-tensor FP8 or bf16 GEMM measured on this GPU, and vLLM's per-tensor FP8 linears on ROCm "
-            "run hipBLASLt / wvSplitKQ, not aiter)")
+            "no bf16 GEMM measured on this GPU; per-tensor FP8 reads the int8 W8A8 rows, and vLLM's per-tensor FP8 "
+            "linears on ROCm run hipBLASLt / wvSplitKQ, not aiter)")
 
 
 @lru_cache(maxsize=1)
@@ -465,4 +484,4 @@ def load_default() -> PerfTables | None:
 
 __all__ = ["PerfTables", "load_default", "origin", "coverage", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
-           "STAND_INS"]
+           "STAND_INS", "DTYPE_STAND_INS"]

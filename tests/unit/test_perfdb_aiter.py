@@ -8,7 +8,12 @@ aiter/configs/model_configs/ (``us`` column, microseconds; "row" = 0-based data 
 - a8w8_blockscale_tuned_fmoe_ds_v3.csv row 380: ``304,1,7168,2048,33,9,...,us 99.21`` (token 1, model_dim 7168,
   inter_dim 2048, 33 experts, top-9, per_1x128 FP8)
 
-η × SOL is worked here from the mi300x card's figures (AMD MI300X data sheet): HBM 5.3 TB/s, FP8 2,614.9 TFLOPS.
+- ROCm/aiter PR #1092 head 035725098db2d65f8d5757d6c8488c6176b00b93, aiter/configs/a8w8_tuned_gemm.csv (int8 W8A8
+  CK rowwise, tuned on MI300X for Llama-3.1-70B/405B): row 481 ``304,1,1280,8192,34,0,15.7779,a8w8_rowwise_...``,
+  row 615 ``304,16384,7168,8192,1,0,1875.8183,...``
+
+η × SOL is worked here from the mi300x card's figures (AMD MI300X data sheet): HBM 5.3 TB/s, FP8 2,614.9 TFLOPS
+(INT8 2,614.9 TOPS).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from kvplan.plans.build import latency_from_names
 AITER = files("kvplan") / "data" / "perf" / "aiter"
 BW, FP8 = 5.3e12, 2614.9e12
 COMMIT = "e4048607a535ace3a2b51ded31b1c8c2d45c0879"
+PR1092 = "035725098db2d65f8d5757d6c8488c6176b00b93"
 
 
 def read(name: str) -> list[dict[str, str]]:
@@ -41,15 +47,21 @@ def test_rows_are_mi300x_aiter_with_sources_kernels_and_licence():
     kernels = {r["kernel_id"]: r for r in read("kernels.csv")}
     assert {r["gpu"]: r["card"] for r in read("gpus.csv")} == {"mi300x": "mi300x"}
     assert load_hardware("mi300x").hbm_bandwidth_bytes_per_s == BW
+    pinned = sources.pop("a8w8_tuned_gemm")
+    assert (pinned["repo"], pinned["commit"], pinned["path"], pinned["backend_version"]) == (
+        "ROCm/aiter", PR1092, "aiter/configs/a8w8_tuned_gemm.csv", "pr1092@035725098d")
     for s in sources.values():
         assert s["repo"] == "ROCm/aiter" and s["commit"] == COMMIT
         assert s["path"] == f"aiter/configs/model_configs/{s['source_table']}.csv"
+    sources["a8w8_tuned_gemm"] = pinned
     for name, table in (("gemm.csv", "gemm"), ("moe.csv", "moe")):
         rows = read(name)
         assert len(rows) > 50
         keys = set()
         for r in rows:
-            assert (r["gpu"], r["backend"]) == ("mi300x", "aiter") and r["dtype"] in ("fp8_block", "bf16")
+            assert (r["gpu"], r["backend"]) == ("mi300x", "aiter") and r["dtype"] in ("fp8_block", "bf16", "sq")
+            # the int8 W8A8 rows, and only they, come from PR #1092's head (labelled with it)
+            assert (r["dtype"] == "sq") == (r["backend_version"] == "pr1092@035725098d")
             assert 0 < float(r["latency_s"]) < 1.0 and int(r["src_row"]) >= 0
             k = kernels[r["kernel_id"]]
             assert (k["table"], k["dtype"]) == (table, r["dtype"]) and k["source_table"] in sources
@@ -95,14 +107,18 @@ def test_gemm_lookup_reproduces_the_measured_time():
 
 def test_gemm_outside_the_table_clamps_and_takes_the_nearest_shape():
     """As on the NVIDIA tables: M beyond the last measured size holds the end η; an unmeasured (n, k) takes the
-    measured pair nearest in log space; a dtype without rows (per-tensor fp8, bf16) has no curve."""
+    measured pair nearest in log space; a dtype without rows (bf16) has no curve, and per-tensor fp8 reads the int8
+    W8A8 rows (``perfdb.DTYPE_STAND_INS``)."""
     tables = perfdb.load_default()
     curve = perfdb.gemm_curve(tables, "mi300x", "sglang", "fp8_block", 3072, 1536, BW, FP8)
     assert bool(curve.outside(65536)) and not bool(curve.outside(64))
     assert curve(65536) == curve(curve.hi)
     near = perfdb.gemm_curve(tables, "mi300x", "sglang", "fp8_block", 3000, 1500, BW, FP8)
     assert "n=3072, k=1536" in near.source
-    assert perfdb.gemm_curve(tables, "mi300x", "vllm", "fp8", 1280, 8192, BW, FP8) is None
+    fp8 = perfdb.gemm_curve(tables, "mi300x", "vllm", "fp8", 1280, 8192, BW, FP8)
+    assert "sq (for fp8: int8 W8A8" in fp8.source and "n=1280, k=8192" in fp8.source
+    assert perfdb.gemm_curve(tables, "h100_sxm", "vllm", "fp8", 1280, 8192, 3.35e12, 1979e12) is not None
+    assert "sq (for" not in perfdb.gemm_curve(tables, "h100_sxm", "vllm", "fp8", 1280, 8192, 3.35e12, 1979e12).source
     assert perfdb.gemm_curve(tables, "mi300x", "vllm", "bf16", 1280, 8192, BW, FP8 / 2) is None
 
 
@@ -126,12 +142,16 @@ def test_latency_on_mi300x_names_aiter_and_gpus_without_rows_fall_back():
     assert "per-kernel tables (AMD ROCm/aiter tuned-kernel timings, kvplan/data/perf/aiter) for mi300x" in said
     assert "AMD aiter" in said and "fp8_block MoE" in said and "SGLANG_USE_AITER=1" in said
     assert "no per-kernel table row for LM head, decode attention, prefill attention on mi300x" in said
-    # per-tensor FP8 Llama on vLLM: aiter has no such rows, so every operator keeps the card's η and says so
-    flat = latency_from_names("llama-3.1-70b", "mi300x", isl=1024, osl=64, batch=8, tp=[8], engine="vllm",
-                              weights_dtype="fp8")
-    said = " ".join(flat.assumptions)
-    assert "no per-kernel table for mi300x fp8: every operator at the card's η_mem 0.8" in said
-    assert "hold GEMM rows of fp8_block and MoE rows of bf16, fp8_block only" in said and "per-kernel tables (" not in said
+    # per-tensor FP8 Llama on vLLM: its linears read the int8 W8A8 rows (stand-in, said), the LM head (bf16) and
+    # attention keep the card's η and say so
+    llama = latency_from_names("llama-3.1-70b", "mi300x", isl=1024, osl=64, batch=8, tp=[8], engine="vllm",
+                               weights_dtype="fp8")
+    said = " ".join(llama.assumptions)
+    assert "per-kernel tables (AMD ROCm/aiter tuned-kernel timings, kvplan/data/perf/aiter) for mi300x" in said
+    assert "attention GEMMs: AMD aiter pr1092@035725098d sq (for fp8: int8 W8A8 CK rowwise" in said
+    assert "mlp GEMMs: AMD aiter pr1092@035725098d sq (for fp8" in said and "not vLLM's kernel" in said
+    assert "no per-kernel table row for LM head, decode attention, prefill attention on mi300x" in said
+    assert "no per-kernel table for mi300x fp8" not in said
 
 
 def test_aiter_rows_slow_the_deepseek_step_against_the_flat_card():
@@ -163,3 +183,34 @@ def test_any_shape_reads_the_nearest_measured_pair_within_its_measured_range(n, 
     pn, pk = int(rows[0]["n"]), int(rows[0]["k"])
     measured = [max(pn * pk / BW, 2 * int(r["m"]) * pn * pk / FP8) / float(r["latency_s"]) for r in rows]
     assert min(measured) * (1 - 1e-9) <= float(curve(m)) <= max(measured) * (1 + 1e-9)
+
+
+def test_pr1092_rows_reproduce_by_hand_from_the_card_peaks():
+    """Llama-3.1-70B TP8 QKV (N 1,280, K 8,192) at M 1: SOL = 1280 × 8192 × 1 B / 5.3e12 = 1.978445 µs (weights),
+    η = 1.978445 / 15.7779 = 0.125393. 70B TP8 gate+up (N 7,168, K 8,192) at M 16,384: compute-bound,
+    SOL = 2 × 16384 × 7168 × 8192 / 2614.9e12 = 735.839 µs, η = 735.839 / 1875.8183 = 0.392276. Per-tensor FP8
+    reads these int8 rows: the same 1-byte weights and the same dense peak on MI300X."""
+    hit = {(r["m"], r["n"], r["k"]): r for r in read("gemm.csv") if r["dtype"] == "sq"}
+    assert (int(hit["1", "1280", "8192"]["src_row"]), int(hit["16384", "7168", "8192"]["src_row"])) == (481, 615)
+    assert float(hit["1", "1280", "8192"]["latency_s"]) == pytest.approx(15.7779e-6, rel=5e-6)
+    assert float(hit["16384", "7168", "8192"]["latency_s"]) == pytest.approx(1875.8183e-6, rel=5e-6)
+    card = load_hardware("mi300x")
+    assert card.peak_flops_per_s["int8"] == card.peak_flops_per_s["fp8"] == FP8
+    tables = perfdb.load_default()
+    qkv = perfdb.gemm_curve(tables, "mi300x", "vllm", "fp8", 1280, 8192, BW, FP8)
+    assert_allclose(qkv(1), 0.125393, rtol=2e-5)
+    assert_allclose(1.978445e-6 / qkv(1), 15.7779e-6, rtol=1e-6)
+    gate_up = perfdb.gemm_curve(tables, "mi300x", "vllm", "fp8", 7168, 8192, BW, FP8)
+    assert_allclose(gate_up(16384), 0.392276, rtol=2e-5)
+    assert_allclose(735.839e-6 / gate_up(16384), 1875.8183e-6, rtol=1e-5)
+
+
+@given(batch=st.integers(1, 128))
+@settings(max_examples=8, deadline=None)
+def test_more_weight_bytes_per_gpu_never_decode_faster_on_mi300x(batch):
+    """Llama-3.1-405B FP8 at TP8 moves 3.7× the weight bytes of 70B per GPU per step (and more KV per token, more
+    layers); with the int8 W8A8 rows read for both, its decode step is never the faster one, at any batch."""
+    kw = dict(isl=128, osl=64, batch=batch, tp=[8], engine="vllm", weights_dtype="fp8")
+    small = latency_from_names("llama-3.1-70b", "mi300x", **kw).rows[0]["decode_step_s"]
+    big = latency_from_names("llama-3.1-405b", "mi300x", **kw).rows[0]["decode_step_s"]
+    assert float(np.max(big)) > float(np.max(small))
