@@ -6,6 +6,9 @@ engine) and, where the source's engine version fixes them, its scheduling: ``sch
 ``max_num_batched_tokens`` and ``max_num_seqs``, each with its source in ``scheduler_source``
 (blank: the engine's current default, :data:`kvplan.plans.fleet.closed.SCHEDULES`). The token
 budget also sets the engine's activation reserve, so it changes the KV pool as it does in the engine.
+``cuda_graphs`` says what the row's engine version ran, from that version's source (``cuda_graphs_source``):
+``decode`` (decode batches replay CUDA graphs, kvplan's default), ``none`` (no CUDA graphs: replayed with
+``--enforce-eager``, each decode step max(GPU step, L × t_layer)), blank (not established: the default).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.fleet.closed import closed_loop
+from kvplan.plans.sizing.efficiency import Efficiencies
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "measurements" / "closed_loop.csv"
@@ -37,10 +41,24 @@ def kv_dtype(r: dict) -> str:
     return "fp8" if text.startswith("fp8") else ("bf16" if text.startswith("bf16") else "auto")
 
 
+CUDA_GRAPHS = ("", "decode", "none")
+
+
+def enforce_eager(r: dict) -> bool:
+    """Whether the row's engine version ran without CUDA graphs (its ``cuda_graphs`` column, sourced)."""
+    value = (r.get("cuda_graphs") or "").strip()
+    if value not in CUDA_GRAPHS:
+        raise ValueError(f"cuda_graphs must be one of {CUDA_GRAPHS} (got {value!r})")
+    return value == "none"
+
+
 def settings(r: dict, perf_model: str = "operators") -> EngineSettings:
-    """The row's engine settings: its engine and dtypes, and the token budget / sequence cap its source fixes
-    (``perf_model``: the step-time model, the per-operator default or ``roofline``)."""
+    """The row's engine settings: its engine and dtypes, the token budget / sequence cap its source fixes and, where
+    its version ran without CUDA graphs, ``--enforce-eager`` (``perf_model``: the step-time model, the per-operator
+    default or ``roofline``, which charges no dispatch and so replays every row with its graphs)."""
     extra = {}
+    if enforce_eager(r) and perf_model == "operators":
+        extra["efficiencies"] = Efficiencies(enforce_eager=True)
     if r.get("max_num_batched_tokens"):
         extra["chunk_tokens"] = int(r["max_num_batched_tokens"])
     if r.get("max_num_seqs"):

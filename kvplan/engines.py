@@ -169,6 +169,24 @@ def prefill_dispatch(engine: str) -> PrefillDispatch | None:
     return PREFILL_DISPATCH.get(canonical_engine(engine))
 
 
+# An eager decode step (``--enforce-eager``: vLLM's --enforce-eager, SGLang's --disable-cuda-graph, TensorRT-LLM's
+# PyTorch backend without use_cuda_graph). Kernel launches are asynchronous: the host dispatches each layer's kernels
+# while the GPU runs the ones already queued, so a decode step whose dispatch takes longer than its GPU work waits on
+# the host, step = max(GPU step, L × t_layer). t_layer is the engine's eager-forward figure; TensorRT-LLM publishes
+# none (its prefill term is aiconfigurator's "no correction", 0), so vLLM's stands in there, and the note says so.
+def eager_decode_dispatch(engine: str) -> tuple[float, str] | None:
+    """(host dispatch per layer of an eager decode step in s, its source) for a serving engine; None for hf, hf4,
+    ideal (no CUDA graphs modelled for them: there is nothing to turn off)."""
+    profile = prefill_dispatch(engine)
+    if profile is None:
+        return None
+    if profile.per_layer_s > 0:
+        return profile.per_layer_s, profile.source
+    vllm = PREFILL_DISPATCH["vllm"]
+    return vllm.per_layer_s, ("vLLM's eager-forward figure standing in (no per-layer dispatch figure is published for "
+                              f"{canonical_engine(engine)}'s eager decode): " + AIC_DISPATCH_SOURCE)
+
+
 def batch_defaults(engine: str, gpu_memory_bytes: float, hardware_name: str) -> tuple[int, int, str | None]:
     """(max_num_seqs, max_num_batched_tokens, note) an engine starts with when neither is given.
 

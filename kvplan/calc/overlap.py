@@ -40,7 +40,7 @@ import dataclasses
 import numpy as np
 
 from kvplan.calc.alltoall import ep_alltoall
-from kvplan.calc.operators import OP_NAMES, Parallel, PassTimes, Shapes, operator_pass
+from kvplan.calc.operators import OP_NAMES, Parallel, PassTimes, Shapes, eager_decode_s, host_bound, operator_pass
 from kvplan.calc.roofline import Machine, ModelCost, PassCost
 
 
@@ -107,7 +107,8 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
     dp = np.asarray(par.dp, dtype=np.float64)
     effs, shapes = kw["effs"], kw["shapes"]
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp     # one host step for both micro-batches
-    host = overhead + whole.dispatch_s              # and one eager prefill dispatch for the forward (operators.py)
+    eager = eager_decode_s(effs, phase, cost.layers)   # an eager decode step: max(both halves, dispatch), below
+    host = overhead + (whole.dispatch_s if not eager else 0.0)   # one eager prefill dispatch for the forward
     name = {n: ops[i] for i, n in enumerate(OP_NAMES)}
     if ep and par.alltoall == "deepep":
         time_s = _staged(cost, machine, shapes, name, half.comm_s, np.asarray(tokens, dtype=np.float64) / 2,
@@ -116,6 +117,9 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
         s = cost.moe_layers / cost.layers if ep else 1.0
         body = 2.0 * (ops.sum(axis=0) - name["lm_head"])
         time_s = np.maximum(s * body, comm) + (1.0 - s) * body + 2.0 * name["lm_head"] + host
+    added = whole.dispatch_s
+    if eager:
+        time_s, added = host_bound(time_s, eager)
     # One batch where there is nothing to overlap or nothing to split: no communication to hide (day 6: the
     # overlap is "to hide communication costs"), or a decode batch of fewer than 2 sequences per rank.
     split = np.asarray(comm, dtype=np.float64) > 0
@@ -139,7 +143,7 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
                              np.broadcast_to(whole.op_compute_s, ops_shape)),
                     full(comm, whole.comm_s), full(overhead, whole.overhead_s), time_s.copy(),
                     np.broadcast_to(whole.floor_s, shape).copy(), full(half.experts_touched, whole.experts_touched),
-                    np.ones(shape), np.broadcast_to(whole.dispatch_s, shape).copy())
+                    np.ones(shape), full(added, whole.dispatch_s))
 
 
 __all__ = ["two_batch_pass", "PREFILL_COMPUTE_SM_SHARE"]

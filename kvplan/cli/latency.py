@@ -11,7 +11,7 @@ from kvplan.cli.options import DpImbalanceOpt, PerfModelOpt
 from kvplan.cli.options import (AllowLongContextOpt, BatchOpt, CardNameOpt, CardsOpt, ComputeDtypeOpt, EPOpt,
                                 EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExpertParallelOpt, ExplainOpt, FormatOpt,
                                 HardwareArg, KVDtypeOneOpt, KVDtypeOpt, MaxNumSeqsOptionalOpt, ModelArg, OutputOpt,
-                                OverlapCommOpt, StepOverheadOpt, PrefillOverheadOpt, SystemOpt, TPOneOpt, TPOpt, WeightsDtypeOpt,
+                                OverlapCommOpt, StepOverheadOpt, PrefillOverheadOpt, EnforceEagerOpt, SystemOpt, TPOneOpt, TPOpt, WeightsDtypeOpt,
                                 cards_dirs, efficiencies, emit)
 from kvplan.errors import InputError
 from kvplan.plans.build import calibrate_from_names, latency_from_names
@@ -50,6 +50,7 @@ def latency_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     prefill_overhead: PrefillOverheadOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     overlap_comm: OverlapCommOpt = False,
     allow_long_context: AllowLongContextOpt = False,
     dp: Annotated[int, typer.Option("--dp", "--data-parallel-size",
@@ -82,7 +83,7 @@ def latency_command(
         model, hardware, parse_counts(isl, "--isl"), parse_counts(osl, "--osl"),
         "max" if batch.strip().lower() == "max" else parse_counts(batch, "--batch"), parse_counts(tp, "--tp"),
         ep=ep, kv_dtype=kv_dtype, weights_dtype=weights_dtype, engine=engine,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead), dp=dp, expert_parallel=enable_expert_parallel,
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead, enforce_eager), dp=dp, expert_parallel=enable_expert_parallel,
         redundant_experts=ep_redundant_experts, perf_model=perf_model, system=system, cards=cards_dirs(cards),
         speculation=speculation, context=parse_counts(context, "--context") if context else None,
         compute_dtype=compute_dtype, chunk_size=parse_tokens(chunk_size, allow_zero=True) if chunk_size else None,

@@ -214,6 +214,11 @@ PrefillOverheadOpt = Annotated[Optional[str], typer.Option(
     "--prefill-overhead", help="Host dispatch per layer of an eager prefill forward (one larger than the engine's "
     "CUDA graphs), e.g. 0.8ms; 0 for none (overrides the engine's: vLLM and SGLang 0.8ms, TensorRT-LLM 0).")]
 
+EnforceEagerOpt = Annotated[bool, typer.Option(
+    "--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph, TensorRT-LLM's "
+    "PyTorch backend without use_cuda_graph): every forward is dispatched eagerly and a decode step takes "
+    "max(GPU time, layers × the engine's per-layer dispatch, 0.8ms; --prefill-overhead sets it).")]
+
 
 _QUIET = {"on": False}
 _PRINTED: set[str] = set()
@@ -423,15 +428,16 @@ def emit(result: Result, fmt: str | None, output: Path | None, explain: bool = F
 
 
 def efficiencies(eta_mem: float | None, eta_flops: float | None, step_overhead: str | None = None,
-                 prefill_overhead: str | None = None):
-    """The ``--eta-mem/--eta-flops/--step-overhead/--prefill-overhead`` flags as latency Efficiencies
-    (None = the card's, or for ``--prefill-overhead`` the engine's)."""
+                 prefill_overhead: str | None = None, enforce_eager: bool = False):
+    """The ``--eta-mem/--eta-flops/--step-overhead/--prefill-overhead/--enforce-eager`` flags as latency
+    Efficiencies (None = the card's, or for ``--prefill-overhead`` the engine's)."""
     from kvplan.plans.sizing.latency import Efficiencies
     from kvplan.units import parse_seconds
 
     overhead = None if step_overhead is None else parse_seconds(step_overhead)
     dispatch = None if prefill_overhead is None else parse_seconds(prefill_overhead)
-    return Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead, prefill_overhead_s=dispatch)
+    return Efficiencies(eta_mem=eta_mem, eta_flops=eta_flops, step_overhead_s=overhead, prefill_overhead_s=dispatch,
+                        enforce_eager=bool(enforce_eager))
 
 
 def cards_dirs(cards: list[Path] | None) -> tuple[Path, ...]:

@@ -9,7 +9,7 @@ import typer
 from kvplan.cli.options import PerfModelOpt
 from kvplan.cli.options import (AllowLongContextOpt, CardsOpt, ChunkSizeOpt, EngineOneOpt, EtaFlopsOpt, EtaMemOpt,
                                 ExpertParallelOpt, MaxUtilizationOpt, ExplainOpt, FormatOpt, GpuCostOpt, GpuUtilOpt, IslOpt, KVDtypeOneOpt,
-                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, RedundantExpertsOpt, StepOverheadOpt, PrefillOverheadOpt, SystemOpt, TpotDefaultOpt,
+                                MaxNumSeqsOpt, OslOpt, OutputOpt, RateOpt, RedundantExpertsOpt, StepOverheadOpt, PrefillOverheadOpt, EnforceEagerOpt, SystemOpt, TpotDefaultOpt,
                                 TraceFormatOpt, TraceOpt, TtftDefaultOpt, WeightsDtypeOpt, cards_dirs, efficiencies,
                                 emit, output_format)
 from kvplan.plans.fleet.cost import parse_gpu_cost
@@ -120,6 +120,7 @@ def pd_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     prefill_overhead: PrefillOverheadOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     perf_model: PerfModelOpt = "operators",
     gpu_cost: GpuCostOpt = None,
     no_aggregated: Annotated[bool, typer.Option("--no-aggregated", help="Skip the aggregated alternative.")] = False,
@@ -140,7 +141,7 @@ def pd_command(
     settings = PDSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size is not None else None,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead), perf_model=perf_model,
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead, enforce_eager), perf_model=perf_model,
     )
     result = plan_pd(
         model, hardware, decode_hardware=decode_hardware, system=system, decode_system=decode_system,

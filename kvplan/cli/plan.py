@@ -9,7 +9,7 @@ import typer
 from kvplan.cli.options import (AllowLongContextOpt, ConcurrencyOpt, GpuCostOpt, ArrivalCVOpt, MaxUtilizationOpt, BlockOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
                                 ColumnsOpt, EngineOneOpt, ExpertParallelOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt,
                                 HardwareArg, IslOpt, KVDtypeOneOpt, MaxNumSeqsOpt, ModelArg, OslOpt, OutputOpt,
-                                RateOpt, RedundantExpertsOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, StepOverheadOpt, PrefillOverheadOpt,
+                                RateOpt, RedundantExpertsOpt, SampleOpt, SeedOpt, SharedPrefixOpt, SkipBadRowsOpt, StepOverheadOpt, PrefillOverheadOpt, EnforceEagerOpt,
                                 SystemOpt, TPListOpt, ThinkTimeOpt, TimestampUnitOpt, TpotOpt, TraceFormatOpt,
                                 TraceOpt, TtftOpt, TurnsOpt, WeightsDtypeOpt, cards_dirs, efficiencies, emit,
                                 output_format)
@@ -89,6 +89,7 @@ def plan_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     prefill_overhead: PrefillOverheadOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     perf_model: PerfModelOpt = "operators",
     dp_imbalance: DpImbalanceOpt = None,
     max_gpus: Annotated[Optional[int], typer.Option("--max-gpus", help="GPU budget: a plan needing more is infeasible.")] = None,
@@ -120,7 +121,7 @@ def plan_command(
     settings = EngineSettings(
         engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype, gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs, chunk_tokens=parse_tokens(chunk_size) if chunk_size is not None else None, block_size=block_size,
-        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead), perf_model=perf_model,
+        efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead, enforce_eager), perf_model=perf_model,
         dp_imbalance=dp_imbalance)
     tps = _tps(tp, "--tp") if tp is not None else None
     pps = _tps(pp, "--pp") if pp is not None else None

@@ -10,7 +10,7 @@ import typer
 from kvplan.cli.options import (ArrivalCVOpt, BlockOpt, CacheTokensOpt, CardsOpt, ChartOpt, ChunkSizeOpt,
                                 EngineOneOpt, EtaFlopsOpt, EtaMemOpt, ExplainOpt, FormatOpt, GpuUtilOpt, IslOpt,
                                 KVDtypeOneOpt, MaxNumSeqsOpt, OslOpt, OutputOpt, RagDocTokensOpt, RagDocsOpt,
-                                RagZipfOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, StepOverheadOpt, PrefillOverheadOpt, SystemOpt,
+                                RagZipfOpt, RateOpt, SampleOpt, SeedOpt, SharedPrefixOpt, StepOverheadOpt, PrefillOverheadOpt, EnforceEagerOpt, SystemOpt,
                                 TPOneOpt, ThinkTimeOpt, TpotOpt, TraceFormatOpt, TraceOpt, TtftOpt, TurnsOpt,
                                 WeightsDtypeOpt, cards_dirs, efficiencies, emit, output_format)
 from kvplan.cli.workload import emit_tables
@@ -75,6 +75,7 @@ def route_command(
     eta_flops: EtaFlopsOpt = None,
     step_overhead: StepOverheadOpt = None,
     prefill_overhead: PrefillOverheadOpt = None,
+    enforce_eager: EnforceEagerOpt = False,
     system: SystemOpt = None,
     link_system: Annotated[Optional[list[str]], typer.Option(
         "--link-system", help="Also price KV migration over this system's scale-up fabric (repeatable, e.g. cloudmatrix-384).")] = None,
@@ -126,7 +127,7 @@ def route_command(
         settings = EngineSettings(engine=engine, kv_dtype=kv_dtype, weights_dtype=weights_dtype,
                                   gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
                                   chunk_tokens=parse_tokens(chunk_size) if chunk_size is not None else None, block_size=block_size,
-                                  efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead))
+                                  efficiencies=efficiencies(eta_mem, eta_flops, step_overhead, prefill_overhead, enforce_eager))
         service = route_service(args[0], args[1], trace, slos=slos, tp=tp, settings=settings,
                                 system=system, link_system=link_system or (), cards=cards_dirs(cards))
     elif ttft is not None or tpot is not None or system is not None or link_system:

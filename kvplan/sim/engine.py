@@ -49,6 +49,7 @@ import numpy as np
 
 from kvplan.sim.config import (KV_POLICIES, SGLANG_CLIP, SGLANG_DECAY_STEPS, SGLANG_INIT_RATIO, SGLANG_MIN_FACTOR,
                                SGLANG_RETRACT_STEPS, V0_WATERMARK, SimConfig, SimResult)
+from kvplan.sim.runs import run_length_s, steps_begun
 from kvplan.sim.steps import StepModel
 
 def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig, prompt_kv_bytes=None) -> SimResult:
@@ -129,9 +130,10 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         counter += 1
         heapq.heappush(events, (when, counter, i, version[i]))
 
+    eager = float(getattr(steps, "eager_decode_s", 0.0) or 0.0)   # an eager decode step is max(GPU step, eager)
+
     def run_length(d: float, bb: int, tt: float, j: int) -> float:
-        gamma = gammas[bb]
-        return j * (d + gamma * tt) + gamma * bb * j * (j - 1) / 2
+        return run_length_s(d, gammas[bb], bb, tt, j, eager)
 
     def ended(now: float) -> None:
         """Closed loop: a request has ended, so the client sends the next one now."""
@@ -398,11 +400,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
 
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned, grown = current[i]
-        x = now - t0
-        gamma = gammas[bb]
-        a2, a1 = gamma * bb / 2, d + gamma * tt - gamma * bb / 2
-        j = x / a1 if a2 <= 0 else (-a1 + math.sqrt(a1 * a1 + 4 * a2 * x)) / (2 * a2)
-        steps_now = min(int(math.floor(j + 1e-12)) + 1, planned)
+        steps_now = steps_begun(d, gammas[bb], bb, tt, planned, now - t0, eager)
         if steps_now < planned:
             current[i] = (t0, d, bb, tt, steps_now, grown)
             schedule(i, t0 + run_length(d, bb, tt, steps_now))

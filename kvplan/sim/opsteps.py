@@ -22,7 +22,9 @@ one attention kernel, ``max(a[b]·kv_dec + Σ_c a_p(S_c)·kv_c, f[b]·F_dec + Σ
 at the prefill efficiency of its prompt length S_c (a_p, f_p tabulated on 1,024 log-spaced S and
 interpolated in log S);
 a decode-only step of b sequences is ``decode_step`` exactly (its GEMMs padded by batch):
-``D[b] + γ[b]·T`` for T held tokens, γ[b] = max(a[b]·kv per token, f[b]·FLOPs per token).
+``D[b] + γ[b]·T`` for T held tokens, γ[b] = max(a[b]·kv per token, f[b]·FLOPs per token); with no CUDA graphs
+(``--enforce-eager``) ``max(D[b] + γ[b]·T, E_d)``, E_d = L × t_layer the eager decode step's host dispatch
+(:func:`kvplan.calc.operators.host_bound`; D[b] is then the GPU step, unpadded).
 Tests compare both with the pass at random points.
 """
 
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvplan.calc.operators import OP_NAMES
+from kvplan.calc.operators import OP_NAMES, eager_decode_s
 from kvplan.calc.roofline import ModelCost
 
 GEMMS = [OP_NAMES.index(k) for k in ("attention_gemms", "mlp_gemms", "expert_gemms")]
@@ -62,6 +64,7 @@ class OperatorStepModel:
     prefill_flop_s: np.ndarray = None      # f_p(S): … per attention FLOP
     dp_imbalance: float = 1.0              # λ_dp on the kernels (the pass's attention-DP lock step; 1 at dp 1)
     dispatch_s: list = None                # E[n]: an eager mixed step's host dispatch (0 where graphs cover n)
+    eager_decode_s: float = 0.0            # E_d: an eager decode step's host dispatch, step = max(GPU, E_d); 0: graphs
 
     @property
     def max_tokens(self) -> int:
@@ -147,18 +150,20 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
     pre_fl = run("prefill", one, 0 * one, 0 * one, one * 1e15, one, context=prompt)
     parts = getattr(steps.pass_fn, "parts", None)
     overlap = bool(steps.overlap_comm or (parts is not None and parts[2].overlap_comm))
+    eager_decode = eager_decode_s(parts[1], "decode", cost.layers) if parts is not None else 0.0
     return OperatorStepModel(
         gemm_s=sum(op(mixed, i) for i in GEMMS).tolist(), lm_head_s=op(mixed, LM_HEAD).tolist(),
         comm_s=np.asarray(mixed.comm_s, dtype=float).tolist(),
         kv_byte_s=(np.asarray(probe_kv.op_memory_s[ATTENTION]) / 1e9).tolist(),
         attn_flop_s=(np.asarray(probe_fl.op_compute_s[ATTENTION]) / 1e15).tolist(),
         overhead_s=np.asarray(probe_kv.overhead_s, dtype=float).tolist(),
-        decode_s=np.asarray(decode.time_s, dtype=float).tolist(), overlap_comm=overlap,
+        decode_s=(np.asarray(decode.time_s, dtype=float) - np.asarray(decode.dispatch_s, dtype=float)).tolist(),
+        overlap_comm=overlap,
         kv_read_per_token=float(cost.kv_sequence_bytes(ctx, tp)) / ctx,
         kv_write_per_token=float(cost.kv_token_bytes(tp)),
         attn_flops_per_token=float(cost.decode_attention_flops(ctx)) / ctx, cost=cost, tp=tp,
         log_prompt=np.log(prompt), prefill_kv_byte_s=np.asarray(pre_kv.op_memory_s[ATTENTION]) / 1e9,
         prefill_flop_s=np.asarray(pre_fl.op_compute_s[ATTENTION]) / 1e15,
         dp_imbalance=float(parts[2].dp_imbalance) if parts is not None and dp > 1 else 1.0,
-        dispatch_s=np.asarray(mixed.dispatch_s, dtype=float).tolist(),
+        dispatch_s=np.asarray(mixed.dispatch_s, dtype=float).tolist(), eager_decode_s=float(eager_decode),
     )

@@ -11,6 +11,7 @@ import pytest
 
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.fleet.closed import closed_loop
+from kvplan.plans.sizing.efficiency import Efficiencies
 
 from ..conftest import DATA
 
@@ -163,6 +164,8 @@ def _row_replay(r):
         r["engine"].split(" ")[0].lower()]
     extra = {k: int(r[c]) for k, c in (("chunk_tokens", "max_num_batched_tokens"), ("max_num_seqs", "max_num_seqs"))
              if r[c]}
+    if r["cuda_graphs"] == "none":      # the engine version ran without CUDA graphs (cuda_graphs_source)
+        extra["efficiencies"] = Efficiencies(enforce_eager=True)
     dp = int(r["attention_dp"] or 1)
     dep = resolve(r["model_card"], r["hardware_card"], parallel=Parallelism(tp=int(r["tp"]) // dp, dp=dp,
                                                                             expert_parallel=dp > 1),

@@ -21,6 +21,7 @@ class Efficiencies:
     eta_flops: float | None = None
     step_overhead_s: float | None = None
     prefill_overhead_s: float | None = None    # host dispatch per layer of an eager prefill forward (None: the engine's)
+    enforce_eager: bool = False                # no CUDA graphs at all: decode steps dispatch eagerly too (--enforce-eager)
 
 
 def check_efficiencies(eff: Efficiencies) -> None:

@@ -38,6 +38,7 @@ from kvplan.calc.roofline import (Machine, ModelCost, compute_dtype_for, decode_
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InfeasibleError, InputError, MissingFigureError
 from kvplan.plans.overlap import check_two_batch_overlap
+from kvplan.plans.sizing.dispatch import check_enforce_eager
 from kvplan.plans.sizing.efficiency import Efficiencies, check_efficiencies
 from kvplan.plans.sizing.size import as_list, check_positive
 from kvplan.result import Result
@@ -278,6 +279,7 @@ def latency(
         check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
         attn_dp = dp
     machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp)
+    check_enforce_eager(efficiencies.enforce_eager, engine, perf_model)
     if perf_model == "operators":
         perf = engine_perf(engine)
         tbo = two_batch_overlap if two_batch_overlap is not None else bool(perf and perf.two_batch_overlap)
@@ -296,7 +298,8 @@ def latency(
         pass_fn, op_effs, clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                                  efficiencies.step_overhead_s is not None, par, notes,
                                                  load_tables(), tps=tps,
-                                                 prefill_overhead_s=efficiencies.prefill_overhead_s)
+                                                 prefill_overhead_s=efficiencies.prefill_overhead_s,
+                                                 enforce_eager=efficiencies.enforce_eager)
         if tbo:
             notes.append("two-batch overlap: two micro-batches of half the batch, each re-reading the weights; one's "
                          "communication beside the other's compute as DeepSeek's day-6 figures schedule it "
@@ -373,6 +376,9 @@ def latency(
             row.update({f"decode_{name}_s": float(v[i]) for name, v in op_times(step).items()})
             row["batch_max"] = bool(batch_max)
             row["prefill_dispatch_per_layer_s"] = float(op_effs.dispatch_per_layer_s)
+            row["enforce_eager"] = bool(efficiencies.enforce_eager)
+            row["decode_dispatch_per_layer_s"] = float(op_effs.decode_dispatch_per_layer_s)
+            row["decode_dispatch_s"] = float(np.asarray(step.dispatch_s)[i] if np.ndim(step.dispatch_s) else 0.0)
             row.update(band_columns(cost.is_moe, int(b[i])))
         row.update({k: float(v[i]) for k, v in spec_cols.items()})
         row.update({k: float(v[i]) for k, v in chunk_cols.items()})

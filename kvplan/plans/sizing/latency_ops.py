@@ -103,6 +103,18 @@ def dispatch_source(row: dict) -> str:
             "(kvplan.engines.PREFILL_DISPATCH)")
 
 
+def decode_dispatch_source(row: dict) -> str:
+    """Where a latency row's per-layer eager decode dispatch comes from, in a few words."""
+    from kvplan.engines import eager_decode_dispatch
+
+    figure, _source = eager_decode_dispatch(row["engine"])
+    if figure != row.get("decode_dispatch_per_layer_s"):
+        return "--prefill-overhead"
+    stand_in = "vLLM's figure standing in, " if row["engine"] != "vllm" else ""
+    return (f"{stand_in}NVIDIA aiconfigurator vllm_backend.py _prefill_dispatch_overhead_ms at 095f58a "
+            "(kvplan.engines.eager_decode_dispatch)")
+
+
 def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
     times = op_times(step)
     lines = [
@@ -126,8 +138,18 @@ def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
         f"  communication              = {format_seconds(step.comm_s[i])} (TP all-reduce, EP dispatch + combine)",
         f"  host overhead              = {format_seconds(step.overhead_s[i])}",
         f"  step                       = " + (f"λ_dp {row['dp_imbalance']:.3f} × " if row.get("dp_imbalance", 1.0) != 1.0
-                                             else "") + f"Σ operators + comm + overhead = {format_seconds(step.time_s[i])} "
+                                             else "") + ("max(Σ operators + comm + overhead, L × t_dispatch)" if row.get("enforce_eager") else
+                                                     "Σ operators + comm + overhead") + f" = {format_seconds(step.time_s[i])} "
         f"({row['bound']}-bound); floor = max(bytes / peak BW, FLOPs / peak) = {format_seconds(step.floor_s[i])}",
+    ]
+    if row.get("enforce_eager"):
+        host = cost.layers * row["decode_dispatch_per_layer_s"]
+        lines.append(f"  eager decode (--enforce-eager) = max(GPU step {format_seconds(step.time_s[i] - row['decode_dispatch_s'])}, "
+                     f"{cost.layers:g} layers × {format_seconds(row['decode_dispatch_per_layer_s'])} host dispatch = "
+                     f"{format_seconds(host)}) = {format_seconds(step.time_s[i])} (" + (
+                         "host-bound: the GPU waits for the launches" if row["decode_dispatch_s"] > 0 else
+                         "GPU-bound: the launches run ahead") + f"; every decode step; {decode_dispatch_source(row)})")
+    lines += [
         f"  intensity                  = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
         f"{machine.ridge_flop_per_byte:.3g} FLOP/B",
         f"  prefill                    = {row['batch']} × {row['isl']:,} tokens in {row['prefill_passes']} pass(es) "

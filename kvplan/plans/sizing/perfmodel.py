@@ -31,6 +31,7 @@ from kvplan.calc.operators import OperatorEfficiencies, Parallel, Shapes, operat
 from kvplan.calc.overlap import two_batch_pass
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
+from kvplan.plans.sizing.dispatch import check_enforce_eager, with_prefill_dispatch
 
 
 @lru_cache(maxsize=1)
@@ -207,10 +208,7 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
     """A ``pass_fn`` for :func:`kvplan.calc.roofline.decode_step` / ``prefill`` (their ``ep`` = dp here)."""
 
     def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, overlap_comm=False, **kw):
-        par_here = Parallel(tp=tp, dp=ep, expert_parallel=par.expert_parallel,
-                            redundant_experts=par.redundant_experts, imbalance=par.imbalance,
-                            overlap_comm=par.overlap_comm or bool(overlap_comm), alltoall=par.alltoall,
-                            dp_imbalance=par.dp_imbalance, custom_all_reduce=par.custom_all_reduce)
+        par_here = dataclasses.replace(par, tp=tp, dp=ep, overlap_comm=par.overlap_comm or bool(overlap_comm))
         priced = two_batch_pass if par_here.overlap_comm else operator_pass    # overlap: two micro-batches
         return priced(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                       batch=batch, phase=phase, clamped=clamped,
@@ -229,14 +227,14 @@ def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_s
 
 def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, explicit_eta: bool,
                    explicit_overhead: bool, par: Parallel, notes: list[str], tables=None, tps=None,
-                   prefill_overhead_s: float | None = None):
+                   prefill_overhead_s: float | None = None, enforce_eager: bool = False):
     """(pass_fn, OperatorEfficiencies, clamped set) for the per-operator model of one deployment.
 
     ``tables`` is a :class:`kvplan.calc.perfdb.PerfTables` (or None); an explicit η bypasses it.
     ``prefill_overhead_s``: ``--prefill-overhead`` per layer (None: the engine's, :mod:`.dispatch`).
+    ``enforce_eager``: no CUDA graphs (``--enforce-eager``): no decode padding, every forward dispatched eagerly.
     """
     from kvplan.calc.operators import model_shapes
-    from kvplan.plans.sizing.dispatch import with_prefill_dispatch
 
     shapes = model_shapes(card, cost)
     perf = engine_perf(engine)
@@ -285,13 +283,14 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
         effs = dataclasses.replace(effs, attention_peak_flops_per_s=attention_peak)
         notes.append(f"attention runs in {attention_dtype} (the KV cache's dtype class): its FLOPs at "
                      f"{hw.name}'s {attention_dtype} peak {attention_peak / 1e12:g} TFLOPS")
-    graph_sizes = perf.cuda_graph_sizes if perf is not None else ()
+    graph_sizes = perf.cuda_graph_sizes if perf is not None and not enforce_eager else ()
     if perf is not None and perf.host_work and not explicit_overhead:
         notes.append(f"{engine} host work per step: {perf.host_work}")
     if perf is not None:
-        notes.append(f"{engine} CUDA graphs: " + (f"decode GEMMs run at the captured batch size at or above the "
-                     f"batch per rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
-    effs = with_prefill_dispatch(effs, engine, graph_sizes, prefill_overhead_s, cost.layers, notes)
+        notes.append(f"{engine} CUDA graphs: " + ("none (--enforce-eager): decode batches run at their own size"
+                     if enforce_eager else f"decode GEMMs run at the captured batch size at or above the batch per "
+                     f"rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
+    effs = with_prefill_dispatch(effs, engine, graph_sizes, prefill_overhead_s, cost.layers, notes, enforce_eager)
     clamped: set = set()
     return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
 
@@ -301,21 +300,21 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
                overlap_comm: bool = False, dp_imbalance: float | None = None):
     """The :class:`kvplan.calc.steptime.StepTimes` of one deployment, resolved once.
 
-    ``perf_model`` ``"operators"`` (default): the per-operator pass of :func:`operator_model` at
-    the deployment's TP (the shipped per-kernel tables, parsed once per process; the card's η where
-    no table covers an operator or ``--eta-mem``/``--eta-flops`` is given), the engine's CUDA-graph
-    padding and host overhead, expert load imbalance λ = 1 (:data:`DEFAULT_IMBALANCE`) and, for
-    ``dp`` > 1, the attention-DP lock-step factor λ_dp(dp) of :func:`attention_dp_imbalance` on the
-    step's kernels, as ``kvplan latency`` charges it (``dp_imbalance`` overrides; the steps are an
-    aggregated instance's, whose in-flight batching hands some ranks a context chunk while the others
-    decode; a PD pool takes :meth:`kvplan.calc.steptime.StepTimes.with_dp_imbalance` ``(1.0)``).
-    ``"roofline"``: :func:`kvplan.calc.roofline.forward_pass`, one η pair for every operator.
+    ``perf_model`` ``"operators"`` (default): the per-operator pass of :func:`operator_model` at the deployment's
+    TP (the shipped per-kernel tables, parsed once per process; the card's η where no table covers an operator or
+    ``--eta-mem``/``--eta-flops`` is given), the engine's CUDA-graph padding and host overhead (none of the graphs
+    with ``efficiencies.enforce_eager``), expert load imbalance λ = 1 (:data:`DEFAULT_IMBALANCE`) and, for ``dp`` > 1,
+    the attention-DP lock-step factor λ_dp(dp) of :func:`attention_dp_imbalance` on the step's kernels, as ``kvplan
+    latency`` charges it (``dp_imbalance`` overrides; the steps are an aggregated instance's, whose in-flight
+    batching hands some ranks a context chunk while the others decode; a PD pool takes :meth:`kvplan.calc.steptime.
+    StepTimes.with_dp_imbalance` ``(1.0)``). ``"roofline"``: :func:`kvplan.calc.roofline.forward_pass`, one η pair.
     """
     from kvplan.calc.steptime import PERF_MODELS, StepTimes
 
     if perf_model not in PERF_MODELS:
         raise InputError(f"--perf-model must be operators or roofline (got {ascii(perf_model)})",
                          "operators: per-operator efficiencies; roofline: one η pair for every operator")
+    check_enforce_eager(efficiencies.enforce_eager, engine, perf_model)
     if perf_model == "roofline":
         return StepTimes(cost, machine, tp, dp, None, "roofline", overlap_comm,
                          ("step times: the roofline (--perf-model roofline): every byte at η_mem "
@@ -332,7 +331,8 @@ def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, ef
     explicit_eta = efficiencies.eta_mem is not None or efficiencies.eta_flops is not None
     pass_fn, _effs, _clamped = operator_model(card, hw, cost, machine, engine, explicit_eta,
                                               efficiencies.step_overhead_s is not None, par, notes, load_tables(),
-                                              tps=[tp], prefill_overhead_s=efficiencies.prefill_overhead_s)
+                                              tps=[tp], prefill_overhead_s=efficiencies.prefill_overhead_s,
+                                              enforce_eager=efficiencies.enforce_eager)
     head = ("step times: the per-operator model (--perf-model operators, the default; --perf-model roofline for "
             "one η pair): ")
     dp_note = (dp_notes[0] + " (aggregated serving; a PD pool's steps take λ_dp = 1)") if dp_notes else ""
