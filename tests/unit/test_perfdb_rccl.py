@@ -104,4 +104,4 @@ def test_latency_on_mi300x_tp8_names_the_rccl_rows():
                              weights_dtype="fp8")
     said = " ".join(hit.assumptions)
     assert "collectives on ≤ 8 GPUs of one node: measured latency vs message size (mi300x: AMD ROCm blog" in said
-    assert "rccl_graph all_reduce on 8 GPUs" in said
+    assert "ROCm/rocm-blogs @c263176) rccl_graph all_reduce)" in said

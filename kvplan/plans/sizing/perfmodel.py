@@ -490,8 +490,8 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
         notes.append(f"per-kernel tables ({label}) for {hw.name}, tp {tp}: " + "; ".join(used))
         notes.extend([source_note] if source_note else [])
     if collectives:
-        notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}: " + "; ".join(
-            sorted({c.source for c in collectives.values()})) + "); beyond one node: α + bytes / (NIC bandwidth × η)")
+        notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}: " + "; ".join(sorted(
+            {c.source.rsplit(" on ", 1)[0] for c in collectives.values()})) + "); beyond one node: α + bytes / (NIC bandwidth × η)")
     if missing:
         notes.append(f"no per-kernel table row for {', '.join(missing)} on {hw.name}: the card's η_mem "
                      f"{machine.eta_mem:g}, η_flops {machine.eta_flops:g} (flat)")
