@@ -61,3 +61,48 @@ def test_parquet_byte_totals_are_delta_encoded_and_latency_floats_uncompressed(t
     assert {codecs[c] for c in ("decode_step_s", "floor_decode_step_s", "decode_tokens_per_s")} == {"UNCOMPRESSED"}
     assert {codecs[c] for c in codecs if not c.startswith(("decode_", "floor_"))} == {"LZ4"}
     assert str(pq.read_table(out).schema.field("seq_len").type) == "int64"
+
+
+def test_parquet_blocks_sharing_columns_read_back_as_the_csv(tmp_path):
+    """Many small blocks (chunks of 4 points) reuse each other's seq, batch and constant columns in the
+    Parquet path (ColumnCache); the file must still hold each block's own values, cell for cell the CSV's."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow.parquet")
+    from kvplan.plans.check.sweep import sweep_stream
+
+    grid = Grid(models=["llama-3.1-8b", "llama-3.1-70b"], hardware=["h100-sxm", "h200"], seq=[1, 1000, 4096, 32768],
+                batch=[1, 3, 16], kv_dtype=["bf16", "fp8"], tp=[1, 2])
+    csv, parquet = tmp_path / "s.csv", tmp_path / "s.parquet"
+    write_sweep(sweep(grid), csv)
+    write_sweep(sweep_stream(grid, chunk_points=4), parquet)
+    theirs = pd.read_parquet(parquet)
+    ours = pd.read_csv(csv)
+    for name in ("model", "hardware", "kv_dtype", "engine"):
+        theirs[name] = theirs[name].astype(str)
+    pd.testing.assert_frame_equal(ours, theirs, check_dtype=False)
+    assert len(theirs) == 2 * 2 * 4 * 3 * 2 * 2
+
+
+def test_column_cache_holds_at_most_its_budget_and_returns_what_it_built():
+    pa = pytest.importorskip("pyarrow")
+    import numpy as np
+
+    from kvplan.plans.check.sweep_format import ColumnCache
+
+    cache = ColumnCache(budget_bytes=3 * 800)  # three arrays of 100 int64
+    built = []
+
+    def build(value):
+        built.append(value)
+        return pa.array(np.full(100, value, dtype=np.int64))
+
+    first = cache.get(("a", 1), lambda: build(1))
+    assert cache.get(("a", 1), lambda: build(99)) is first and built == [1]  # held: not built again
+    for value in range(2, 10):
+        array = cache.get(("a", value), lambda: build(value))
+        assert array.to_pylist() == [value] * 100
+        assert cache.held_bytes <= 3 * 800 and len(cache.arrays) <= 3
+    assert ("a", 1) not in cache.arrays  # the oldest went first
+    assert cache.get(("a", 1), lambda: build(1)).to_pylist() == [1] * 100 and built[-1] == 1
+    big = cache.get(("big",), lambda: pa.array(np.zeros(1000, dtype=np.int64)))  # over the budget: not held
+    assert len(big) == 1000 and ("big",) not in cache.arrays

@@ -254,35 +254,85 @@ def arrow_schema(names: list[str], nullable: frozenset[str] = NULLABLE_COLUMNS):
     return pa.schema([pa.field(name, types[column_kind(name)], nullable=name in nullable) for name in names])
 
 
-def block_table(block, schema):
-    """One block as an Arrow table of ``schema`` (typed columns, nulls as in the module docstring)."""
+class ColumnCache:
+    """Arrow columns one sweep's blocks share, held up to ``budget_bytes`` (oldest dropped first).
+
+    A column repeated from a seq or batch axis, or a constant, equal to one an earlier block built
+    is that array again (read-only; Arrow holds a reference) instead of a new fill of 8 bytes a row
+    and its page faults. Across one sweep's blocks most of them repeat (``seq_len``, ``batch``,
+    ``tp``, ``pp``); the budget keeps memory bounded whatever the grid.
+    """
+
+    def __init__(self, budget_bytes: int = 64 << 20):
+        import threading
+
+        self.budget_bytes, self.held_bytes, self.arrays, self.lock = budget_bytes, 0, {}, threading.Lock()
+
+    def get(self, key, build):
+        """``build()``'s array for ``key``, built once while held (two formatting threads racing build it twice)."""
+        found = self.arrays.get(key)
+        if found is None:
+            found = build()
+            size = found.nbytes
+            with self.lock:
+                if size <= self.budget_bytes and key not in self.arrays:
+                    while self.arrays and self.held_bytes + size > self.budget_bytes:
+                        self.held_bytes -= self.arrays.pop(next(iter(self.arrays))).nbytes
+                    self.arrays[key] = found
+                    self.held_bytes += size
+        return found
+
+
+def block_table(block, schema, cache: ColumnCache | None = None):
+    """One block as an Arrow table of ``schema`` (typed columns, nulls as in the module docstring).
+
+    ``cache``: one :class:`ColumnCache` for the blocks of one file (a column equal to an earlier
+    block's is that array again); without one every column is built.
+    """
     import pyarrow as pa
 
     n_seq, n_batch = block.shape
     n = n_seq * n_batch
+    cache = ColumnCache(0) if cache is None else cache
     arrays = []
     first = None  # the dictionary indices of a string column: one value, index 0 everywhere (shared)
+    fitting = None  # the latency columns' null mask shares ~fits
     for field in schema:
         name, axis, kind = field.name, _axis(block, field.name), column_kind(field.name)
-        null = _null_mask(block, name)
+        if name in LATENCY_COLUMNS:
+            fitting = ~block.grid_arrays["fits"] if fitting is None else fitting
+            null = fitting | ~np.isfinite(block.grid_arrays[name])
+        else:
+            null = _null_mask(block, name)
         if null is True:
             arrays.append(pa.nulls(n, field.type))
             continue
         if kind == "str":
-            first = first if first is not None else _arrow(np.zeros(n, dtype=np.int32))
+            first = first if first is not None else cache.get(("zeros", n), lambda: _arrow(np.zeros(n, np.int32)))
             arrays.append(pa.DictionaryArray.from_arrays(first, _arrow_strings([str(block.scalars[name])])))
             continue
+        if axis == "grid":
+            values = block.grid_arrays[name].ravel()
+            if kind == "int":
+                values = _as_int(name, values)
+            elif kind == "float":
+                values = values.astype(np.float64, copy=False)
+            mask = null.ravel() if isinstance(null, np.ndarray) else None
+            arrays.append(_arrow(values, mask, field.type))
+            continue
         if axis == "scalar":
-            values = np.full(n, block.scalars[name], dtype=np.float64 if kind == "float" else None)
-        else:  # typed on its own axis first (a seq or batch column is checked once per value, not per row)
-            source = {"seq": block.seq_arrays, "batch": block.batch_arrays}.get(axis, block.grid_arrays)[name]
-            source = _as_int(name, source) if kind == "int" else source
-            values = (np.repeat(source, n_batch) if axis == "seq" else np.tile(source, n_seq) if axis == "batch"
-                      else source.ravel())
+            value = block.scalars[name]
+            value = _as_int(name, np.asarray([value]))[0] if kind == "int" else np.float64(value)
+            key = ("scalar", n, value.dtype.str, value.item())
+            arrays.append(cache.get(key, lambda: _arrow(np.full(n, value), None, field.type)))
+            continue
+        # typed on its own axis first (a seq or batch column is checked once per value, not per row)
+        source = {"seq": block.seq_arrays, "batch": block.batch_arrays}[axis][name]
         if kind == "int":
-            values = _as_int(name, values)
+            source = _as_int(name, source)
         elif kind == "float":
-            values = values.astype(np.float64, copy=False)
-        mask = null.ravel() if isinstance(null, np.ndarray) else None
-        arrays.append(_arrow(values, mask, field.type))
+            source = source.astype(np.float64, copy=False)
+        key = (axis, n_seq, n_batch, source.dtype.str, source.tobytes())
+        arrays.append(cache.get(key, lambda: _arrow(
+            np.repeat(source, n_batch) if axis == "seq" else np.tile(source, n_seq), None, field.type)))
     return pa.Table.from_arrays(arrays, schema=schema)

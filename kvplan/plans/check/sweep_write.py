@@ -210,12 +210,13 @@ def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
     """Blocks as row groups; the cache columns are nullable only when some combination has no KV memory."""
     import pyarrow.parquet as pq
 
-    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, arrow_schema, block_table
+    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, ColumnCache, arrow_schema, block_table
 
     if isinstance(result, SweepStream):
         result.empty()  # every combination checked: whether any has no KV memory is known
     nullable = NULLABLE_COLUMNS if result.has_cache_gaps() else NULLABLE_COLUMNS - frozenset(CACHE_COLUMNS)
     schema = arrow_schema(result.column_names, nullable)
+    cache = ColumnCache()
     with pq.ParquetWriter(tmp, schema, **parquet_options(result.column_names)) as writer:
-        return _written(_pipelined(_blocks_of(result), lambda block: block_table(block, schema)),
+        return _written(_pipelined(_blocks_of(result), lambda block: block_table(block, schema, cache)),
                         writer.write_table, progress, lambda d: max(result.rows, d))
