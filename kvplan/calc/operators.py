@@ -24,8 +24,9 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
     dispatch = L × t_layer for a prefill / mixed forward of more tokens per rank than the engine's CUDA
                graphs hold (eager: one Python dispatch per layer, once per forward), else 0
                (:func:`eager_dispatch_s`; t_layer from the engine profile, kvplan.engines.PREFILL_DISPATCH)
-    eager decode (--enforce-eager, no CUDA graphs): time = max(the above, L × t_layer) (:func:`host_bound`):
-               launches are asynchronous, so the step waits on the host only where dispatch exceeds the GPU work
+    eager decode (a batch above the engine's largest CUDA graph; every one with --enforce-eager):
+               time = max(the above, L × t_layer) (:func:`host_bound`): launches are asynchronous, so the step
+               waits on the host only where dispatch exceeds the GPU work
 
 ``par.overlap_comm`` here is the bound of any overlap, ``max(Σ t_op, comm) + overhead``. The planners
 price overlap (``--two-batch-overlap``, ``--overlap-comm``) as two micro-batches of half the pass, each
@@ -158,6 +159,7 @@ class OperatorEfficiencies:
     dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager prefill / mixed forward (engine profile)
     eager_above_tokens: float = 0.0     # such a forward runs eagerly above this many tokens per rank (0: every one)
     decode_dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager decode step (0: CUDA graphs)
+    eager_decode_above: float = 0.0     # decode batches of more sequences per rank than this run eagerly (0: every one)
 
 
 def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, layers: float):
@@ -173,20 +175,26 @@ def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, la
     return np.where((n > effs.eager_above_tokens) & (n > 0), float(layers) * effs.dispatch_per_layer_s, 0.0)
 
 
-def eager_decode_s(effs: OperatorEfficiencies, phase: str, layers: float) -> float:
-    """Host dispatch of one eager decode step, ``layers × decode_dispatch_per_layer_s`` (0 where decode replays a
-    CUDA graph, and for prefill / mixed forwards, whose dispatch is :func:`eager_dispatch_s`)."""
-    return float(layers) * effs.decode_dispatch_per_layer_s if phase == "decode" else 0.0
+def eager_decode_s(effs: OperatorEfficiencies, phase: str, layers: float, batch_per_rank=None):
+    """Host dispatch of one eager decode step, ``layers × decode_dispatch_per_layer_s`` where the decode batch has
+    more than ``eager_decode_above`` sequences per rank (larger than the engine's largest CUDA graph; every batch
+    with ``--enforce-eager``); 0 where it replays a graph, and for prefill / mixed forwards (:func:`eager_dispatch_s`).
+    ``batch_per_rank`` None: the figure itself (the dispatch of a batch too large for the graphs)."""
+    figure = float(layers) * effs.decode_dispatch_per_layer_s if phase == "decode" else 0.0
+    if batch_per_rank is None or figure <= 0:
+        return figure if batch_per_rank is None else np.zeros_like(np.asarray(batch_per_rank, dtype=np.float64))
+    b = np.asarray(batch_per_rank, dtype=np.float64)
+    if effs.eager_decode_above <= 0:        # no CUDA graphs at all: every decode step, whatever its batch
+        return np.full_like(b, figure)
+    return np.where(b > effs.eager_decode_above, figure, 0.0)
 
 
-def host_bound(gpu_s, dispatch_s: float):
+def host_bound(gpu_s, dispatch_s):
     """(step, what the host adds) of an eager decode step: launches are asynchronous, so the GPU runs each kernel
     as soon as the host has queued it and the step is ``max(GPU time, dispatch)``; the host adds
     ``max(dispatch − GPU time, 0)``. ``dispatch_s`` 0 (a CUDA-graph replay): the GPU time, nothing added."""
     gpu = np.asarray(gpu_s, dtype=np.float64)
-    if dispatch_s <= 0:
-        return gpu, np.zeros_like(gpu)
-    step = np.maximum(gpu, dispatch_s)
+    step = np.maximum(gpu, np.asarray(dispatch_s, dtype=np.float64))
     return step, step - gpu
 
 
@@ -411,7 +419,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     else:
         time_s = kernels + comm + overhead + dispatch
     if phase == "decode" and effs.decode_dispatch_per_layer_s > 0:     # an eager decode step: host-bound below L × t
-        time_s, dispatch = host_bound(time_s, eager_decode_s(effs, phase, cost.layers))
+        time_s, dispatch = host_bound(time_s, eager_decode_s(effs, phase, cost.layers, b / dp))
     total_flops = (2 * (shapes.attention_params + shapes.mlp_params) * n_a + 2 * cost.lm_head_params * rows_a) / tp \
         + expert_flops + attn_flops
     total_bytes = weight_bytes + kv

@@ -211,8 +211,9 @@ SystemOpt = Annotated[Optional[str], typer.Option(
 StepOverheadOpt = Annotated[Optional[str], typer.Option(
     "--step-overhead", help="Fixed time per forward pass, e.g. 300us (overrides the card).")]
 PrefillOverheadOpt = Annotated[Optional[str], typer.Option(
-    "--prefill-overhead", help="Host dispatch per layer of an eager prefill forward (one larger than the engine's "
-    "CUDA graphs), e.g. 0.8ms; 0 for none (overrides the engine's: vLLM and SGLang 0.8ms, TensorRT-LLM 0).")]
+    "--prefill-overhead", help="Host dispatch per layer of an eager forward (a prefill larger than the engine's "
+    "CUDA graphs; a decode batch larger than its largest graph, or any with --enforce-eager), e.g. 0.8ms; 0 for "
+    "none (overrides the engine's: vLLM and SGLang 0.8ms, TensorRT-LLM 0).")]
 
 EnforceEagerOpt = Annotated[bool, typer.Option(
     "--enforce-eager", help="No CUDA graphs (vLLM --enforce-eager, SGLang --disable-cuda-graph, TensorRT-LLM's "

@@ -5,7 +5,9 @@ than it captured eagerly: one Python dispatch of each layer's kernels, once per 
 
     dispatch = L × t_layer   per prefill / mixed forward of n tokens per attention rank, when
                n > the engine's largest captured size (vLLM V1: its piecewise graphs cover smaller
-               forwards) or always (SGLang: graphs for decode batches only); 0 on decode steps
+               forwards) or always (SGLang: graphs for decode batches only); 0 on decode steps the
+               graphs hold. A decode batch of more sequences per rank than the largest captured size (vLLM:
+               512, "larger batches run without a graph") runs eagerly too: max(GPU step, L × t_layer), below
 
 with t_layer from the engine profile (:data:`kvplan.engines.PREFILL_DISPATCH`: vLLM 0.8 ms, NVIDIA
 aiconfigurator's figure; SGLang the same figure standing in; TensorRT-LLM 0) or ``--prefill-overhead``.
@@ -69,16 +71,22 @@ def with_prefill_dispatch(effs, engine: str, graph_sizes: tuple[int, ...], given
     which = (f"prefill and mixed forwards of more than {above:,.0f} tokens per rank (the largest CUDA-graph size; "
              "smaller ones replay the graphs)" if covered else "every prefill and mixed forward (" + (
                  "--enforce-eager: no CUDA graphs)" if enforce_eager else "CUDA graphs for decode batches only)"))
+    # decode batches beyond the largest captured one run without a graph too (vLLM: "larger batches run without a
+    # graph", vllm/config/vllm.py _set_cudagraph_sizes): the same per-layer figure, in the eager decode form
+    decode_above = float(max(graph_sizes)) if graph_sizes and per_layer > 0 and not enforce_eager else 0.0
+    decode = (f"decode batches of more than {decode_above:,.0f} sequences per rank (no CUDA graph that large) take "
+              f"max(GPU step, {per_layer * layers * 1e3:.4g} ms), smaller ones none" if decode_above else
+              "decode steps none")
     if given_s is not None:
         notes.append(f"prefill dispatch: --prefill-overhead {given_s * 1e3:g} ms per layer × {layers:g} layers = "
-                     f"{per_layer * layers * 1e3:.4g} ms on {which}, once per forward; decode steps none")
+                     f"{per_layer * layers * 1e3:.4g} ms on {which}, once per forward; {decode}")
     elif profile is not None and per_layer > 0:
         notes.append(f"{engine} prefill dispatch: {layers:g} layers × {per_layer * 1e3:g} ms = "
-                     f"{per_layer * layers * 1e3:.4g} ms on {which}, once per forward; decode steps none "
+                     f"{per_layer * layers * 1e3:.4g} ms on {which}, once per forward; {decode} "
                      f"({profile.source}); --prefill-overhead overrides (0 for none)")
     elif profile is not None:
         notes.append(f"{engine} prefill dispatch: none ({profile.source}); --prefill-overhead charges one")
-    decode_per_layer = 0.0
+    decode_per_layer = per_layer if decode_above else 0.0
     if enforce_eager:
         figure, source = eager_decode_dispatch(engine)
         decode_per_layer = given_s if given_s is not None else figure
@@ -88,7 +96,7 @@ def with_prefill_dispatch(effs, engine: str, graph_sizes: tuple[int, ...], given
                      f"{decode_per_layer * layers * 1e3:.4g} ms of host dispatch): launches are asynchronous, so "
                      f"the step waits on the host only where dispatch outlasts the GPU work ({where})")
     return dataclasses.replace(effs, dispatch_per_layer_s=float(per_layer), eager_above_tokens=above,
-                               decode_dispatch_per_layer_s=float(decode_per_layer))
+                               decode_dispatch_per_layer_s=float(decode_per_layer), eager_decode_above=decode_above)
 
 
 __all__ = ["with_prefill_dispatch", "check_prefill_overhead", "check_enforce_eager"]

@@ -138,17 +138,20 @@ def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
         f"  communication              = {format_seconds(step.comm_s[i])} (TP all-reduce, EP dispatch + combine)",
         f"  host overhead              = {format_seconds(step.overhead_s[i])}",
         f"  step                       = " + (f"λ_dp {row['dp_imbalance']:.3f} × " if row.get("dp_imbalance", 1.0) != 1.0
-                                             else "") + ("max(Σ operators + comm + overhead, L × t_dispatch)" if row.get("enforce_eager") else
+                                             else "") + ("max(Σ operators + comm + overhead, L × t_dispatch)" if row.get("decode_eager") else
                                                      "Σ operators + comm + overhead") + f" = {format_seconds(step.time_s[i])} "
         f"({row['bound']}-bound); floor = max(bytes / peak BW, FLOPs / peak) = {format_seconds(step.floor_s[i])}",
     ]
-    if row.get("enforce_eager"):
+    if row.get("decode_eager"):
         host = cost.layers * row["decode_dispatch_per_layer_s"]
-        lines.append(f"  eager decode (--enforce-eager) = max(GPU step {format_seconds(step.time_s[i] - row['decode_dispatch_s'])}, "
+        why = "--enforce-eager" if row.get("enforce_eager") else "no CUDA graph holds this batch"
+        lines.append(f"  eager decode ({why}) = max(GPU step {format_seconds(step.time_s[i] - row['decode_dispatch_s'])}, "
                      f"{cost.layers:g} layers × {format_seconds(row['decode_dispatch_per_layer_s'])} host dispatch = "
                      f"{format_seconds(host)}) = {format_seconds(step.time_s[i])} (" + (
                          "host-bound: the GPU waits for the launches" if row["decode_dispatch_s"] > 0 else
-                         "GPU-bound: the launches run ahead") + f"; every decode step; {decode_dispatch_source(row)})")
+                         "GPU-bound: the launches run ahead") + "; " + (
+                         "every decode step" if row.get("enforce_eager") else "every decode batch larger than the "
+                         "engine's largest CUDA graph") + f"; {decode_dispatch_source(row)})")
     lines += [
         f"  intensity                  = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
         f"{machine.ridge_flop_per_byte:.3g} FLOP/B",
