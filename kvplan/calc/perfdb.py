@@ -21,7 +21,8 @@ log(size) (:class:`kvplan.calc.efficiency.Curve`), outside it is clamped and the
   grid over (batch, context) for the nearest measured head geometry.
 - prefill attention (``attention_prefill.csv``, ``mla_prefill.csv``): causal FLOPs
   ``2 × heads × (d + d_v) × isl(isl+1)/2``; curve over isl at batch 1.
-- collectives (``comm.csv``): the measured latency itself, versus message bytes, per rank count.
+- collectives (``comm.csv``): the measured latency itself, versus message bytes, per rank count (MI300X: RCCL
+  all-reduce on 8 GPUs in HIP-graph mode, ``rccl/``).
 
 Only numpy and the csv module; tables are read on first use and cached.
 """
@@ -40,10 +41,11 @@ import numpy as np
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, distinct_values, nearest_index
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
-# Further directories of the same schema, read after DATA (their rows appended): AMD's aiter cut for MI300X.
-EXTRA = ("aiter",)
+# Further directories of the same schema, read after DATA (their rows appended): AMD's aiter cut for MI300X, and
+# rccl-tests all-reduce on 8 MI300X from AMD's ROCm blog (kvplan/data/perf/rccl/README.md).
+EXTRA = ("aiter", "rccl")
 # Who measured a backend's rows, for the curves' sources and the notes (default: NVIDIA aiconfigurator).
-ORIGIN = {"aiter": "AMD"}
+ORIGIN = {"aiter": "AMD", "rccl": "AMD ROCm blog (rccl-tests on 8 MI300X, ROCm/rocm-blogs @c263176)"}
 BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "w4a16_mxfp4": 0.5,
          "w4a8_mxfp4_mxfp8": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "sq": 1.0}
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
@@ -427,11 +429,13 @@ def _collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
             if not sel.any():
                 sel = mask
             x, y = t["message_bytes"][sel], t["latency_s"][sel]
+            who = ORIGIN.get(str(t["backend"][sel][0]), "aiconfigurator")
             order = np.argsort(x)
             x, y = x[order], y[order]
             ux = distinct_values(x)
             uy = np.array([y[x == u].mean() for u in ux])
-            out[(key, p)] = LatencyCurve(tuple(ux.tolist()), tuple(uy.tolist()), f"aiconfigurator {lib} {op} on {p} GPUs")
+            lib = str(t["library"][sel][0])
+            out[(key, p)] = LatencyCurve(tuple(ux.tolist()), tuple(uy.tolist()), f"{who} {lib} {op} on {p} GPUs")
     return out
 
 
@@ -447,7 +451,9 @@ AITER_NOTE = (
     "(vllm/envs.py, off by default), and its per-tensor FP8 linears run hipBLASLt / wvSplitKQ, not aiter: the int8 "
     "CK rowwise rows are the nearest measured operator (same GPU, shapes, operand width and peak), not vLLM's kernel. "
     "aiter's first release is v0.1.1 (2025-04-26): engine builds before it did not run these kernels. No public "
-    "MI300X attention or all-reduce table was found: those keep the card's η")
+    "MI300X attention table was found: attention keeps the card's η. The TP all-reduce on 8 MI300X reads rccl-tests' "
+    "HIP-graph all_reduce_perf from AMD's ROCm blog 'Understanding RCCL Bandwidth and xGMI Performance on AMD "
+    "Instinct MI300X' (2025-03-02; kvplan/data/perf/rccl): RCCL's time, not the engines' own custom all-reduce")
 ORIGIN_NOTES = {"aiter": ("AMD ROCm/aiter tuned-kernel timings, kvplan/data/perf/aiter", AITER_NOTE)}
 
 

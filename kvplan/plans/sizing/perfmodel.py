@@ -483,15 +483,15 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     effs["attention_prefill"] = pick("prefill attention", perfdb.prefill_attention_curve(
         tables, gpu, engine, kv_table, mla, heads, kv_heads, head_dim or 128, bw, attn_peak))
     collectives = perfdb.collective_curves(tables, gpu, engine if par.custom_all_reduce else "nccl")
-    if not used and not collectives:
+    if not used and (not collectives or perfdb.origin(tables, gpu)[1]):  # MI300X bf16: no GEMM row, flat throughout
         return None                       # no row for this GPU's dtypes: the card's η, said as for a GPU without tables
     label, source_note = perfdb.origin(tables, gpu)
     if used:
         notes.append(f"per-kernel tables ({label}) for {hw.name}, tp {tp}: " + "; ".join(used))
         notes.extend([source_note] if source_note else [])
     if collectives:
-        notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}, "
-                     "kvplan/data/perf/comm.csv); beyond one node: α + bytes / (NIC bandwidth × η)")
+        notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}: " + "; ".join(sorted(
+            {c.source.rsplit(" on ", 1)[0] for c in collectives.values()})) + "); beyond one node: α + bytes / (NIC bandwidth × η)")
     if missing:
         notes.append(f"no per-kernel table row for {', '.join(missing)} on {hw.name}: the card's η_mem "
                      f"{machine.eta_mem:g}, η_flops {machine.eta_flops:g} (flat)")
