@@ -9,6 +9,10 @@ budget also sets the engine's activation reserve, so it changes the KV pool as i
 ``cuda_graphs`` says what the row's engine version ran, from that version's source (``cuda_graphs_source``):
 ``decode`` (decode batches replay CUDA graphs, kvplan's default), ``none`` (no CUDA graphs: replayed with
 ``--enforce-eager``, each decode step max(GPU step, L × t_layer)), blank (not established: the default).
+``length_spread`` r: the source's lengths vary ±r around the stated ISL / OSL (vLLM's ``--random-range-ratio``
+semantics: integers uniform in [L(1 − r), L(1 + r)]); the replay draws them so, seeded (numpy default_rng(0),
+input lengths then output lengths, as vLLM's RandomDataset draws them, though not its exact sequence);
+blank: every request at the stated lengths (dstack's ``--random-range-ratio 1``, fixed lengths).
 """
 
 from __future__ import annotations
@@ -93,11 +97,22 @@ def kv_policy(r: dict) -> str | None:
     return None
 
 
+def lengths(r: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row's n input and output lengths: the stated ones, or drawn ±``length_spread`` around them."""
+    spread = float(r.get("length_spread") or 0.0)
+    isl, osl = int(r["isl"]), int(r["osl"])
+    if spread <= 0:
+        return np.full(n, isl), np.full(n, osl)
+    rng = np.random.default_rng(0)
+    return tuple(rng.integers(int(length * (1 - spread)), int(length * (1 + spread)) + 1, size=n)
+                 for length in (isl, osl))
+
+
 def replay(r: dict, dep=None, steps=None) -> dict:
-    """One closed-loop run of the row: fixed lengths, its concurrency and request count, one instance."""
+    """One closed-loop run of the row: its lengths (:func:`lengths`), concurrency and request count, one instance."""
     dep = dep if dep is not None else deployment(r)
     n = int(r["num_requests"] or 500)
-    isl, osl = np.full(n, int(r["isl"])), np.full(n, int(r["osl"]))
+    isl, osl = lengths(r, n)
     return closed_loop(dep, isl, osl, int(r["concurrency"]), 1, n, steps=steps, kv_policy=kv_policy(r),
                        **schedule(r))
 

@@ -119,16 +119,17 @@ VLLM_BATCH_SOURCE = ("vllm/engine/arg_utils.py EngineArgs._set_default_args (com
 OTHER_BATCH_DEFAULTS = (256, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
 
 
-# Host dispatch of an eager prefill forward. An engine that captures CUDA graphs for decode batches only runs a
-# prefill (or mixed) forward of more tokens than it captured without a graph: one Python dispatch of each layer's
-# kernels, once per forward (not per request in the batch), a cost the per-kernel measurements do not hold.
+# Host dispatch of a prefill. An engine that captures CUDA graphs for decode batches only runs a prefill (or mixed)
+# forward of more tokens than it captured without a graph: one Python dispatch of each layer's kernels, a cost the
+# per-kernel measurements do not hold. aiconfigurator calibrates it once per request, added to TTFT, and kvplan
+# charges it so (kvplan.plans.sizing.dispatch); under --enforce-eager it is a term of every prefill / mixed forward.
 @dataclass(frozen=True)
 class PrefillDispatch:
-    """Host time per decoder layer of an eager prefill / mixed forward, and which forwards run eagerly.
+    """Host time per decoder layer of a prefill (once per request, added to TTFT), and which forwards run eagerly.
 
     ``graphs_cover_prefill``: the engine replays its CUDA graphs for any forward of at most its largest
-    captured size in tokens (vLLM V1's piecewise graphs), so only larger prefill / mixed forwards pay;
-    False: its graphs are captured for decode batches only and every prefill forward pays.
+    captured size in tokens (vLLM V1's piecewise graphs); False: its graphs are captured for decode batches
+    only. Recorded for the notes; the per-request term does not depend on it (aiconfigurator's does not).
     """
 
     per_layer_s: float

@@ -21,12 +21,12 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
            FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)
          + 2 L_moe all-gather/reduce-scatter(n h 2 B) over tp dp         MoE without EP, dp > 1
     time = λ_dp Σ_op t_op + comm + overhead(B) + dispatch,  overhead(B) = base + per_seq × B / dp
-    dispatch = L × t_layer for a prefill / mixed forward of more tokens per rank than the engine's CUDA
-               graphs hold (eager: one Python dispatch per layer, once per forward), else 0
-               (:func:`eager_dispatch_s`; t_layer from the engine profile, kvplan.engines.PREFILL_DISPATCH)
-    eager decode (a batch above the engine's largest CUDA graph; every one with --enforce-eager):
-               time = max(the above, L × t_layer) (:func:`host_bound`): launches are asynchronous, so the step
-               waits on the host only where dispatch exceeds the GPU work
+    dispatch = L × t_layer for a prefill / mixed forward under --enforce-eager (no CUDA graphs: one Python
+               dispatch per layer, once per forward), else 0 (:func:`eager_dispatch_s`; t_layer from the engine
+               profile, kvplan.engines.PREFILL_DISPATCH); with CUDA graphs the engine's dispatch is a per-request
+               TTFT term instead (``request_dispatch_s``, kvplan.plans.sizing.dispatch), not in any step
+    eager decode (--enforce-eager, no CUDA graphs): time = max(the above, L × t_layer) (:func:`host_bound`):
+               launches are asynchronous, so the step waits on the host only where dispatch exceeds the GPU work
 
 ``par.overlap_comm`` here is the bound of any overlap, ``max(Σ t_op, comm) + overhead``. The planners
 price overlap (``--two-batch-overlap``, ``--overlap-comm``) as two micro-batches of half the pass, each
@@ -160,6 +160,7 @@ class OperatorEfficiencies:
     eager_above_tokens: float = 0.0     # such a forward runs eagerly above this many tokens per rank (0: every one)
     decode_dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager decode step (0: CUDA graphs)
     eager_decode_above: float = 0.0     # decode batches of more sequences per rank than this run eagerly (0: every one)
+    request_dispatch_s: float = 0.0     # the engine's prefill dispatch once per request, added to its TTFT, never to a step
 
 
 def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, layers: float):

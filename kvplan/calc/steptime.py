@@ -44,6 +44,13 @@ class StepTimes:
     dp_imbalance: float = 1.0         # λ_dp on the kernels of a dp > 1 step (the per-operator pass carries it)
     dp_note: str = ""                 # the note (in ``notes``) that says which λ_dp the steps take
 
+    @property
+    def request_dispatch_s(self) -> float:
+        """The engine's prefill dispatch, once per request, that every TTFT adds and no step carries
+        (:mod:`kvplan.plans.sizing.dispatch`); 0 on the roofline and under ``--enforce-eager``."""
+        parts = getattr(self.pass_fn, "parts", None)
+        return float(getattr(parts[1], "request_dispatch_s", 0.0)) if parts else 0.0
+
     def with_machine(self, machine: Machine | None = None, overlap_comm: bool | None = None) -> StepTimes:
         """The same model over another machine (other links: a PD placement) or with overlapped communication."""
         return dataclasses.replace(self, machine=self.machine if machine is None else machine,

@@ -59,11 +59,15 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     (default: the ISL / (ISL + OSL) share of it). A decoding request's KV grows linearly between the two.
     """
     start_wall = time.perf_counter()
-    arrival = np.array(arrival_s, dtype=np.float64)
+    # d, the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch): a request reaches the
+    # scheduler d after it is sent (the host prepares it while the GPU runs the others); TTFT and E2E run from
+    # the send, so both carry d and no step does
+    entry_delay = float(getattr(steps, "request_dispatch_s", 0.0) or 0.0)
+    arrival = np.array(arrival_s, dtype=np.float64) + entry_delay
     closed = config.concurrency
     if closed is not None:  # closed loop (vllm bench serve --max-concurrency): the first C at t = 0, the rest on finishes
         arrival[:] = math.inf
-        arrival[:min(closed, arrival.size)] = 0.0
+        arrival[:min(closed, arrival.size)] = entry_delay
     sent = [min(closed or 0, arrival.size)]
     prompt_a = np.maximum(np.asarray(isl, dtype=np.int64), 1)
     output_a = np.maximum(np.asarray(osl, dtype=np.int64), 1)
@@ -140,7 +144,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     def ended(now: float) -> None:
         """Closed loop: a request has ended, so the client sends the next one now."""
         if closed is not None and sent[0] < n:
-            arrival[sent[0]] = now
+            arrival[sent[0]] = now + entry_delay
             sent[0] += 1
 
     def held(i: int, r: int) -> tuple[float, int]:
@@ -446,12 +450,13 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     keep = (index >= int(config.warmup_fraction * n)) & (index < n - int(config.cooldown_fraction * n))
     done = keep & np.isfinite(finish_a)
     out = output_a
-    ttft = first_a[done] - arrival[done]
+    sent_at = arrival - entry_delay
+    ttft = first_a[done] - sent_at[done]
     decoding = done & (out >= 2)
     tpot = (finish_a[decoding] - first_a[decoding]) / (out[decoding] - 1)
-    makespan = float(np.nanmax(finish_a) - arrival[0]) if n and np.isfinite(finish_a).any() else 0.0
+    makespan = float(np.nanmax(finish_a) - sent_at[0]) if n and np.isfinite(finish_a).any() else 0.0
     mean_batch = sum(busy_time_batch) / (makespan * n_inst) if makespan > 0 else 0.0
     return SimResult(requests=n, measured=int(done.sum()), rejected=rejected, ttft_s=ttft, tpot_s=tpot,
-                     e2e_s=finish_a[done] - arrival[done], mean_batch=mean_batch, max_batch_seen=max_seen,
+                     e2e_s=finish_a[done] - sent_at[done], mean_batch=mean_batch, max_batch_seen=max_seen,
                      steps=total_steps, mixed_steps=mixed_steps, makespan_s=makespan,
                      wall_s=time.perf_counter() - start_wall, preemptions=preemptions, recomputed_tokens=recomputed)

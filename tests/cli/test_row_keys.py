@@ -60,7 +60,7 @@ PD_ROW_KEYS = [
     "prefill_nodes", "decode_nodes", "prefill_gpus", "decode_gpus", "total_gpus", "qps", "arrival_scv",
     "isl_mean", "osl_mean", "cached_prefix_fraction", "link_kind", "link", "link_bandwidth_bytes_per_s",
     "link_latency_s", "links_per_transfer", "kv_transfer_bytes", "kv_transfer_s", "exposed_transfer_s",
-    "link_utilization", "link_wait_s", "prefill_s", "prefill_utilization", "first_decode_step_s",
+    "link_utilization", "link_wait_s", "prefill_s", "prefill_dispatch_s", "prefill_utilization", "first_decode_step_s",
     "decode_batch_mean", "decode_batch_at_slo", "decode_kv_budget_bytes_per_gpu", "decode_kv_used_bytes_per_gpu",
     "decode_staging_bytes_per_gpu", "ttft_mean_s", "ttft_p50_s", "ttft_p90_s", "ttft_p95_s", "ttft_p99_s",
     "tpot_mean_s", "tpot_p50_s", "tpot_p90_s", "tpot_p95_s", "tpot_p99_s", "ttft_slo", "tpot_slo",

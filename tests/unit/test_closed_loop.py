@@ -123,14 +123,16 @@ def _one_prompt_step(dep, tokens):
 def test_prefill_first_waves_queue_their_prompts():
     # C = 8 fixed-length requests, a 1000-token budget (one 1000-token prompt a step), prefill-first (SGLang):
     # every wave is sent together, its prompts run one a step while no one decodes, so request j of a wave has
-    # TTFT = j × t_p (t_p: one 1000-token prefill from scratch); the 8 then decode in lock step and finish together,
-    # and the next wave starts empty. Over 8 waves: median TTFT = (4 + 5)/2 t_p, p90 = 8 t_p.
+    # TTFT = d + j × t_p (t_p: one 1000-token prefill from scratch; d: vLLM's prefill dispatch, 32 × 0.8 ms, the
+    # wave reaching the engine d after it is sent); the 8 then decode in lock step and finish together, and the
+    # next wave starts empty. Over 8 waves: median TTFT = d + (4 + 5)/2 t_p, p90 = d + 8 t_p.
     dep = resolve("llama-3.1-8b", "h100-sxm", parallel=Parallelism(tp=1), engine=EngineSettings(chunk_tokens=1000))
-    t_p = _one_prompt_step(dep, 1000)
+    t_p, d = _one_prompt_step(dep, 1000), 32 * 0.8e-3
+    assert dep.steps.request_dispatch_s == pytest.approx(d, rel=1e-12)
     row = closed_loop(dep, np.full(64, 1000), np.full(64, 200), 8, 1, 64, prefill_first=True)
     assert row["scheduler"] == "prefill-first"
-    assert row["ttft_p50_s"] == pytest.approx(4.5 * t_p, rel=1e-9)
-    assert row["ttft_p90_s"] == pytest.approx(8 * t_p, rel=1e-9)
+    assert row["ttft_p50_s"] == pytest.approx(d + 4.5 * t_p, rel=1e-9)
+    assert row["ttft_p90_s"] == pytest.approx(d + 8 * t_p, rel=1e-9)
     assert row["littles_law_concurrency"] == pytest.approx(8, rel=1e-6)  # no fill or drain: every wave is whole
     # the same run with the decoders in every step (vLLM V1) gets its first tokens sooner
     mixed = closed_loop(dep, np.full(64, 1000), np.full(64, 200), 8, 1, 64, prefill_first=False)
@@ -140,12 +142,13 @@ def test_prefill_first_waves_queue_their_prompts():
 def test_whole_prompts_wait_for_a_step_of_their_own():
     # budget 1500, two 1000-token prompts sent together, prefill-first. Chunked: the second prompt's first 500 tokens
     # share step 1. Whole prompts (vLLM V0 without chunked prefill): the second prompt waits for step 2, so the
-    # two TTFTs are t_p and 2 t_p, median 1.5 t_p.
+    # two TTFTs are d + t_p and d + 2 t_p (d: vLLM's prefill dispatch, 32 × 0.8 ms once per request), median
+    # d + 1.5 t_p.
     dep = resolve("llama-3.1-8b", "h100-sxm", parallel=Parallelism(tp=1), engine=EngineSettings(chunk_tokens=1500))
     t_p = _one_prompt_step(dep, 1000)
     whole = closed_loop(dep, np.full(2, 1000), np.full(2, 50), 2, 1, 2, prefill_first=True, split_prompts=False)
     assert whole["scheduler"] == "prefill-first, whole prompts"
-    assert whole["ttft_p50_s"] == pytest.approx(1.5 * t_p, rel=1e-9)
+    assert whole["ttft_p50_s"] == pytest.approx(32 * 0.8e-3 + 1.5 * t_p, rel=1e-9)
     split = closed_loop(dep, np.full(2, 1000), np.full(2, 50), 2, 1, 2, prefill_first=True)
     assert split["ttft_mean_s"] != pytest.approx(whole["ttft_mean_s"], rel=1e-3)
 

@@ -235,36 +235,37 @@ def test_tensorrt_llm_0_17_replayed_eagerly_meets_its_flat_itl_floor():
         assert graphs["tpot_p50_s"] < 0.6 * measured
 
 
-def test_vllm_decodes_a_batch_above_its_largest_cuda_graph_eagerly():
+def test_vllm_decode_batch_above_its_largest_cuda_graph_takes_its_gpu_time():
     """vLLM captures decode graphs up to 512 sequences per rank (vllm/config/vllm.py _set_cudagraph_sizes: "larger
-    batches run without a graph"). Llama-3.1-8B at 256-token prompts: a batch of 512 replays the graph (18.7 ms of
-    GPU work, nothing added); 513 run eagerly, and their GPU work (also under 25.6 ms) waits on 32 × 0.8 ms."""
-    kw = dict(isl=256, osl=256, engine="vllm", eager=False)
-    at, above = _row("llama-3.1-8b", "h100-sxm", batch=512, **kw), _row("llama-3.1-8b", "h100-sxm", batch=513, **kw)
-    assert at["decode_eager"] is False and at["decode_dispatch_s"] == 0.0 and at["decode_step_s"] < LLAMA_8B_HOST_S
-    assert above["decode_eager"] is True and above["enforce_eager"] is False
-    assert above["decode_step_s"] == pytest.approx(LLAMA_8B_HOST_S, rel=1e-12)
+    batches run without a graph"); a larger batch runs piecewise-compiled, whose host time no figure sizes, so by
+    default it takes its GPU time (Llama-3.1-8B at 256-token prompts: 513 sequences in under 25.6 ms, the same step
+    as with --prefill-overhead 0); with --enforce-eager every step waits on 32 × 0.8 ms."""
+    kw = dict(isl=256, osl=256, engine="vllm")
+    at, above = _row("llama-3.1-8b", "h100-sxm", batch=512, eager=False, **kw), \
+        _row("llama-3.1-8b", "h100-sxm", batch=513, eager=False, **kw)
+    assert at["decode_eager"] is False and above["decode_eager"] is False and above["decode_dispatch_s"] == 0.0
+    assert above["decode_step_s"] < LLAMA_8B_HOST_S
     off = latency_from_names("llama-3.1-8b", "h100-sxm", isl=256, osl=256, batch=513, engine="vllm",
                              efficiencies=Efficiencies(prefill_overhead_s=0.0)).rows[0]
-    assert off["decode_step_s"] < LLAMA_8B_HOST_S and off["decode_eager"] is False     # --prefill-overhead 0: none
+    assert above["decode_step_s"] == off["decode_step_s"]
+    assert _row("llama-3.1-8b", "h100-sxm", batch=513, eager=True, **kw)["decode_step_s"] == pytest.approx(
+        LLAMA_8B_HOST_S, rel=1e-12)
     result = latency_from_names("llama-3.1-8b", "h100-sxm", isl=256, osl=256, batch=513, engine="vllm")
-    assert any("decode batches of more than 512 sequences per rank" in n for n in result.assumptions)
-    # SGLang's profile carries no graph sizes and TensorRT-LLM's figure is 0: neither charges one by default
-    for engine in ("sglang", "trtllm"):
-        row = _row("llama-3.1-8b", "h100-sxm", batch=600, isl=256, osl=256, engine=engine, eager=False)
-        assert row["decode_eager"] is False and row["decode_dispatch_s"] == 0.0
+    assert any("decode batches of more than 512 sequences per rank run without a CUDA graph" in n
+               and "take their GPU time" in n for n in result.assumptions)
     dep = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm"))
     from kvplan.sim.opsteps import build_operator_step_model
 
     table = build_operator_step_model(dep.steps, 1024, 512.0)
-    assert table.eager_decode_above == 512.0 and table.eager_decode_s == pytest.approx(LLAMA_8B_HOST_S, rel=1e-12)
+    assert table.eager_decode_above == 0.0 and table.eager_decode_s == 0.0
 
 
-def test_the_replay_decodes_more_than_512_sequences_eagerly_on_vllm(invoke):
-    """600 requests in flight of 128 in / 256 out on one H100: most decode steps carry more than 512 sequences, so
-    they take at least 32 × 0.8 ms; with --prefill-overhead 0 (no dispatch figure) they take their GPU time."""
+def test_the_replay_decodes_more_than_512_sequences_at_their_gpu_time_on_vllm(invoke):
+    """600 requests in flight of 128 in / 256 out on one H100: most decode steps carry more than 512 sequences and
+    take their GPU time, as with --prefill-overhead 0; only TTFT carries vLLM's prefill dispatch (once per request)."""
     args = ("plan", "llama-3.1-8b", "h100-sxm", "--isl", "128", "--osl", "256", "--concurrency", "600",
             "--sim-requests", "1200")
     default, off = _cli_json(invoke, *args)[0], _cli_json(invoke, *args, "--prefill-overhead", "0")[0]
-    assert default["tpot_p50_s"] >= LLAMA_8B_HOST_S
-    assert default["tpot_p50_s"] > off["tpot_p50_s"] and default["output_tokens_per_s"] < off["output_tokens_per_s"]
+    # the same steps; the requests reach them d later, which moves where prompts join the decoders by a few %
+    assert default["tpot_p50_s"] == pytest.approx(off["tpot_p50_s"], rel=0.05)
+    assert default["ttft_p50_s"] > off["ttft_p50_s"]

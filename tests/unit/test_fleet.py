@@ -151,7 +151,8 @@ def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
     # one instance, fixed prompts, Poisson arrivals. A prompt's own prefill S = one mixed step; its extra
     # over a decode step X = ρx / λ. Prompts arriving during a step (k = 1 + λ t per step) share the next:
     # queue service S_q = X + (S − X)/k, fixed (cs² = 0), so E[W] = ρ S_q / (2 (1 − ρ)) (M/D/1) with
-    # ρ = λ S_q; TTFT = W + S + (k − 1) X + the residual of the step in progress.
+    # ρ = λ S_q; TTFT = W + S + (k − 1) X + the residual of the step in progress + the engine's prefill dispatch d
+    # (once per request, in TTFT only: not in S, X or the queue's service).
     p = light.point
     t, x = p.step_s, p.rho_interference / 5
     k = 1 + 5 * t
@@ -159,7 +160,8 @@ def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
     s_q = x + (own - x) / k
     rho = 5 * s_q
     assert_allclose(p.packing, k) and assert_allclose(p.prefill_utilization, rho)
-    assert_allclose(light.ttft["mean"], rho * s_q / (2 * (1 - rho)) + p.prefill_mean_s + p.residual_s, rtol=1e-6)
+    d = light.figures.request_dispatch_s
+    assert_allclose(light.ttft["mean"], rho * s_q / (2 * (1 - rho)) + p.prefill_mean_s + p.residual_s + d, rtol=1e-6)
     assert p.slot_wait[0] < 1e-12 and own > x > 0
 
 

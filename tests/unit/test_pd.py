@@ -66,7 +66,7 @@ def test_128k_llama70b_kv_over_nvlink_is_fifty_milliseconds():
 def test_layerwise_overlap_exposes_only_the_unhidden_part():
     """Prefill of 128k tokens (~28 s at TP2) hides all but the last layer's share of a 0.49 s transfer; a
     link of 0.5 GB/s per GPU (2 links: 43 s) is exposed by transfer − (L−1)/L × prefill. TTFT = prefill + exposed
-    + first step."""
+    + first step + the engine's prefill dispatch."""
     for placement, kw in (("cross-node", {}), ("cross-node", {"link_bandwidth_bytes_per_s": 0.5e9,
                                                               "link_efficiency": 1.0})):
         row = _128k(placement, **kw)
@@ -76,8 +76,11 @@ def test_layerwise_overlap_exposes_only_the_unhidden_part():
             assert_allclose(row["exposed_transfer_s"], transfer / 80)
         else:
             assert_allclose(row["exposed_transfer_s"], transfer - 79 / 80 * pre)
-        # at 1e-4 req/s nobody waits: the median TTFT is its three terms exactly
-        assert_allclose(row["ttft_p50_s"], pre + row["exposed_transfer_s"] + row["first_decode_step_s"], rtol=1e-9)
+        # at 1e-4 req/s nobody waits: the median TTFT is its four terms exactly (vLLM's prefill dispatch, 80 layers ×
+        # 0.8 ms once per request, beside the prefill's service, not in it)
+        assert row["prefill_dispatch_s"] == pytest.approx(80 * 0.8e-3, rel=1e-12)
+        assert_allclose(row["ttft_p50_s"], pre + row["exposed_transfer_s"] + row["first_decode_step_s"]
+                        + row["prefill_dispatch_s"], rtol=1e-9)
     assert transfer > pre  # the second case is the exposed one
 
 
@@ -210,13 +213,15 @@ def test_a_saturated_link_is_infeasible_and_the_search_adds_instances():
 
 
 def test_fixed_length_ttft_is_the_erlang_wait_plus_the_request():
-    """One ISL bin: the TTFT quantile is wait_quantile_s (Erlang-C, Allen–Cunneen) + prefill + exposed + first step."""
+    """One ISL bin: the TTFT quantile is wait_quantile_s (Erlang-C, Allen–Cunneen) + prefill + exposed + first step
+    + link wait + the engine's prefill dispatch (32 layers × 0.8 ms once per request; not in the queue's service)."""
     row = one(model="llama-3.1-8b", hardware="h100-sxm", system="hgx-h100-8", qps=12, isl="4k", osl=128,
               prefill_tp=[1], decode_tp=[1], prefill_instances=2, decode_instances=1, ttft="p99<=4s",
               tpot="p99<=100ms")
     wait = float(wait_quantile_s(0.99, 2, 12, row["prefill_s"], 1.0, 0.0))
+    assert row["prefill_dispatch_s"] == pytest.approx(32 * 0.8e-3, rel=1e-12)
     assert_allclose(row["ttft_p99_s"], wait + row["prefill_s"] + row["exposed_transfer_s"]
-                    + row["first_decode_step_s"] + row["link_wait_s"], rtol=1e-9)
+                    + row["first_decode_step_s"] + row["link_wait_s"] + row["prefill_dispatch_s"], rtol=1e-9)
 
 
 def test_sojourn_quantile_of_a_mixture_brackets_its_parts():

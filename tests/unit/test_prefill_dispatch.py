@@ -1,12 +1,12 @@
-"""The host dispatch of an eager prefill forward, worked by hand.
+"""The engine's prefill dispatch, worked by hand: once per request, in TTFT, in no step.
 
 NVIDIA aiconfigurator (commit 095f58a, sdk/backends/vllm_backend.py ``_prefill_dispatch_overhead_ms``) charges a
-vLLM prefill ``num_layers × 0.8`` ms. Llama-3.1-8B has 32 decoder layers (config.json num_hidden_layers 32), so an
-eager vLLM prefill forward pays 32 × 0.8 ms = 25.6 ms; vLLM V1 replays its piecewise CUDA graphs for forwards of
-at most its largest captured size (512 tokens: [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16)), so a
-256-token prompt pays none; SGLang's graphs are for decode batches only, so its 256-token extend pays 25.6 ms;
-TensorRT-LLM pays none; a decode step (a graph replay) pays none. The term is once per forward: a batch of four
-2,048-token prompts in one pass pays 25.6 ms once, a 2,048-token prompt in two 1,024-token passes pays it twice.
+vLLM prefill ``num_layers × 0.8`` ms, added once per request to TTFT (sdk/backends/base_backend.py:
+``_ttft_per_request = _prefill_step_ms × ⌈ISL / ctx_tokens⌉ + _prefill_dispatch_overhead_ms``), never to the mix
+or generation steps. Llama-3.1-8B has 32 decoder layers (config.json num_hidden_layers 32), so every vLLM request's
+TTFT carries 32 × 0.8 ms = 25.6 ms, whatever its length and however many forwards its prompt takes; SGLang (vLLM's
+figure standing in) the same; TensorRT-LLM none. Step times, TPOT and the prefill's GPU time do not change.
+Under ``--enforce-eager`` (no CUDA graphs) the dispatch is a term of every prefill and mixed forward instead.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from kvplan.errors import InputError
 from kvplan.plans.build import latency_from_names
 from kvplan.plans.deployment import EngineSettings, resolve
 from kvplan.plans.sizing.efficiency import Efficiencies
+from kvplan.sim.config import SimConfig
+from kvplan.sim.engine import simulate
 from kvplan.sim.opsteps import build_operator_step_model
 
 LAYER_S = 0.8e-3                 # aiconfigurator's figure, per layer
@@ -34,50 +36,47 @@ def _row(engine="vllm", isl=2048, batch=1, efficiencies=None, **kw):
                               efficiencies=efficiencies, **kw).rows[0]
 
 
-def test_vllm_prefill_of_2048_tokens_pays_32_layers_times_0_8_ms():
+def test_vllm_request_pays_32_layers_times_0_8_ms_once_in_its_ttft():
     with_term, without = _row(), _row(efficiencies=NONE)
-    assert with_term["prefill_dispatch_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
-    assert with_term["prefill_s"] - without["prefill_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-9)
+    assert with_term["request_dispatch_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
     assert with_term["ttft_s"] - without["ttft_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-9)
-    # the decode step replays a CUDA graph: no dispatch, the same step and TPOT
-    assert with_term["decode_step_s"] == without["decode_step_s"]
-    assert with_term["tpot_s"] == without["tpot_s"]
-    assert without["prefill_dispatch_s"] == 0.0
+    # the prefill's GPU time, the decode step and TPOT do not carry it
+    assert with_term["prefill_s"] == without["prefill_s"]
+    assert with_term["decode_step_s"] == without["decode_step_s"] and with_term["tpot_s"] == without["tpot_s"]
+    assert with_term["prefill_dispatch_s"] == 0.0 and without["request_dispatch_s"] == 0.0
 
 
 def test_tensorrt_llm_pays_none():
     row = _row("trtllm")
-    assert row["prefill_dispatch_s"] == 0.0 and row["prefill_dispatch_per_layer_s"] == 0.0
-    assert row["prefill_s"] == _row("trtllm", efficiencies=NONE)["prefill_s"]
+    assert row["request_dispatch_s"] == 0.0 and row["prefill_dispatch_per_layer_s"] == 0.0
+    assert row["ttft_s"] == _row("trtllm", efficiencies=NONE)["ttft_s"]
 
 
-def test_the_graph_sizes_decide_which_forwards_are_eager():
-    # vLLM: 512 tokens replay the largest piecewise graph, 513 run eagerly
-    assert _row(isl=512)["prefill_dispatch_s"] == 0.0
-    assert _row(isl=513)["prefill_dispatch_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
-    assert _row(isl=256)["prefill_dispatch_s"] == 0.0
-    # SGLang: every extend forward, however short
-    assert _row("sglang", isl=256)["prefill_dispatch_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
+@pytest.mark.parametrize(("engine", "isl"), [("vllm", 256), ("vllm", 512), ("vllm", 513), ("sglang", 256)])
+def test_every_request_pays_it_whatever_its_length(engine, isl):
+    """aiconfigurator's term has no condition on the prompt's length or the engine's graph sizes."""
+    assert _row(engine, isl=isl)["ttft_s"] - _row(engine, isl=isl, efficiencies=NONE)["ttft_s"] == pytest.approx(
+        LLAMA_8B_DISPATCH_S, rel=1e-9)
 
 
-def test_once_per_forward_not_per_request():
-    batched = _row(batch=4)                                     # 4 × 2,048 tokens in one pass
-    assert batched["prefill_passes"] == 1
-    assert batched["prefill_dispatch_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
-    chunked = _row(chunk_size=1024)                             # one prompt in two passes of 1,024
-    assert chunked["prefill_passes"] == 2
-    assert chunked["prefill_dispatch_s"] == pytest.approx(2 * LLAMA_8B_DISPATCH_S, rel=1e-12)
+def test_once_per_request_not_per_forward():
+    for kw, passes in ((dict(batch=4), 1), (dict(chunk_size=1024), 2)):     # 4 prompts in one pass; one in two
+        row, off = _row(**kw), _row(efficiencies=NONE, **kw)
+        assert row["prefill_passes"] == passes
+        assert row["ttft_s"] - off["ttft_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-9)
+        assert row["prefill_s"] == off["prefill_s"]
 
 
 def test_override_and_explain_name_the_term():
     row = _row("trtllm", efficiencies=Efficiencies(prefill_overhead_s=1e-3))
-    assert row["prefill_dispatch_s"] == pytest.approx(32 * 1e-3, rel=1e-12)
+    assert row["request_dispatch_s"] == pytest.approx(32 * 1e-3, rel=1e-12)
     result = latency_from_names("llama-3.1-8b", "h100-sxm", isl=2048, osl=2, batch=1, engine="vllm")
     lines = [x for x in result.explain if "prefill dispatch" in x]
-    assert len(lines) == 1 and "1 eager pass(es) × 32 layers × 800.0 µs = 25.60 ms" in lines[0]
-    assert "aiconfigurator" in lines[0]
-    notes = [n for n in result.assumptions if "prefill dispatch" in n]
-    assert len(notes) == 1 and "32 layers × 0.8 ms = 25.6 ms" in notes[0] and "095f58a" in notes[0]
+    assert len(lines) == 2 and "TTFT = prefill + first decode step + prefill dispatch" in lines[0]
+    assert "32 layers × 800.0 µs = 25.60 ms once per request, added to its TTFT" in lines[1]
+    assert "aiconfigurator" in lines[1]
+    notes = [n for n in result.assumptions if "prefill dispatch:" in n]
+    assert len(notes) == 1 and "32 layers × 0.8 ms = 25.6 ms once per request" in notes[0] and "095f58a" in notes[0]
 
 
 @pytest.mark.parametrize("bad", [-1e-3, float("nan"), float("inf")])
@@ -86,26 +85,40 @@ def test_bad_override_is_an_input_error(bad):
         _row(efficiencies=Efficiencies(prefill_overhead_s=bad))
 
 
-def test_planners_read_the_same_step():
-    """``plan``/``pd``/``tier`` read Deployment.steps: its prefill carries the same term as ``kvplan latency``."""
+def test_planners_read_the_same_term_and_no_step_carries_it():
+    """``plan``/``pd``/``tier``/``route`` read Deployment.steps: d beside the steps, the steps without it."""
     dep = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm"))
     off = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm", efficiencies=NONE))
-    pre, pre_off = dep.steps.prefill(1, 2048), off.steps.prefill(1, 2048)
-    assert float(pre.time_s) - float(pre_off.time_s) == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-9)
-    assert float(pre.time_s) == pytest.approx(_row()["prefill_s"], rel=1e-9)
-    # a mixed chunk step of 64 decoders + a 1,024-token chunk (1,088 tokens) is eager; of 64 + 256 it is not
-    mean, total = dep.steps.mixed_chunk(64, 2048, 2048, 1024)
-    mean_off, total_off = off.steps.mixed_chunk(64, 2048, 2048, 1024)
-    assert float(total) - float(total_off) == pytest.approx(2 * LLAMA_8B_DISPATCH_S, rel=1e-9)
-    assert float(dep.steps.mixed_chunk(64, 2048, 256, 256)[1]) == float(off.steps.mixed_chunk(64, 2048, 256, 256)[1])
+    assert dep.steps.request_dispatch_s == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
+    assert off.steps.request_dispatch_s == 0.0
+    assert float(dep.steps.prefill(1, 2048).time_s) == float(off.steps.prefill(1, 2048).time_s)
+    assert float(dep.steps.mixed_chunk(64, 2048, 2048, 1024)[1]) == float(off.steps.mixed_chunk(64, 2048, 2048, 1024)[1])
     assert float(dep.steps.decode_s(64, 2048)) == float(off.steps.decode_s(64, 2048))
-    # the replay's step table: E[n] is 25.6 ms above 512 tokens, 0 at or below
-    table = build_operator_step_model(dep.steps, 1024, 2048.0)
-    assert table.eager_s(512) == 0.0 and table.eager_s(513) == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
-    table_off = build_operator_step_model(off.steps, 1024, 2048.0)
-    assert table.step_s(600, 1, 0.0, 0.0) - table_off.step_s(600, 1, 0.0, 0.0) == pytest.approx(
-        LLAMA_8B_DISPATCH_S, rel=1e-9)
-    assert table.decode_base_s(64) == table_off.decode_base_s(64)
+    table, table_off = build_operator_step_model(dep.steps, 1024, 2048.0), build_operator_step_model(off.steps, 1024, 2048.0)
+    assert table.request_dispatch_s == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-12)
+    assert table.eager_s(513) == 0.0 and table.step_s(600, 1, 0.0, 0.0) == table_off.step_s(600, 1, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("closed", [None, 2])
+def test_the_replay_shifts_every_ttft_by_d_and_no_tpot(closed):
+    """Open loop: each request reaches the scheduler d after it arrives, so the same schedule runs d later (every
+    TTFT + d, the same TPOTs and steps); closed loop (2 in flight): the two sent at 0 shift by d, the third is sent
+    when one ends (d later) and reaches the engine d after that, so the run lasts about d longer (the third meets
+    the second at another point of its decode)."""
+    dep = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm"))
+    off = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm", efficiencies=NONE))
+    arrival, isl, osl = np.array([0.0, 0.05, 0.3]), np.array([2048, 700, 3000]), np.array([16, 40, 8])
+    kv = dep.layout.sequence_bytes(isl + osl, per_gpu=True)
+    config = SimConfig(instances=1, max_batch=64, chunk_tokens=2048, kv_pool_bytes=dep.pool.bytes_per_gpu,
+                       warmup_fraction=0.0, cooldown_fraction=0.0, concurrency=closed)
+    runs = [simulate(arrival, isl, osl, kv, build_operator_step_model(d.steps, 2048 + 64, 2048.0), config)
+            for d in (dep, off)]
+    shifted = 3 if closed is None else 2     # closed loop: the third is sent when one ends, itself d later
+    assert runs[0].ttft_s[:shifted] - runs[1].ttft_s[:shifted] == pytest.approx([LLAMA_8B_DISPATCH_S] * shifted,
+                                                                                rel=1e-9)
+    assert runs[0].makespan_s > runs[1].makespan_s + 0.9 * LLAMA_8B_DISPATCH_S
+    if closed is None:
+        assert runs[0].tpot_s == pytest.approx(runs[1].tpot_s, rel=1e-12) and runs[0].steps == runs[1].steps
 
 
 def _effs(per_layer, above):
@@ -128,21 +141,14 @@ def test_dispatch_never_decreases_with_layers_or_tokens(layers, more, tokens, ex
 
 
 @settings(max_examples=15, deadline=None)
-@given(isl=st.integers(16, 16384), extra=st.integers(1, 4096), engine=st.sampled_from(["vllm", "sglang", "trtllm"]))
-def test_the_dispatch_adds_to_ttft_never_less_for_a_longer_prompt(isl, extra, engine):
-    """TTFT with the term ≥ without it, and what the term adds never shrinks as the prompt grows.
-
-    (TTFT itself is not asserted monotone here: the per-kernel curves already make a 9-token prefill slower than
-    a 16-token one, before and without this term.)"""
-    dep = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine=engine))
-    off = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine=engine, efficiencies=NONE))
-
-    def added(s):
-        return float(np.asarray(dep.steps.prefill(1, s).time_s)) - float(np.asarray(off.steps.prefill(1, s).time_s))
-
-    short, long = added(isl), added(isl + extra)
-    assert short >= -1e-12 and long >= short - 1e-12
-    assert short in (pytest.approx(0.0, abs=1e-12), pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-9))
+@given(isl=st.integers(16, 16384), batch=st.integers(1, 8), engine=st.sampled_from(["vllm", "sglang", "trtllm"]))
+def test_the_dispatch_adds_exactly_d_to_ttft_at_any_prompt(isl, batch, engine):
+    """TTFT with the term − without it is the engine's d (0 for TensorRT-LLM) at any length and batch, and the
+    prefill's GPU time is the same."""
+    row, off = _row(engine, isl=isl, batch=batch), _row(engine, isl=isl, batch=batch, efficiencies=NONE)
+    d = 0.0 if engine == "trtllm" else LLAMA_8B_DISPATCH_S
+    assert row["ttft_s"] - off["ttft_s"] == pytest.approx(d, rel=1e-9, abs=1e-12)
+    assert row["prefill_s"] == off["prefill_s"]
 
 
 @pytest.mark.parametrize("command", ["latency", "plan", "pd"])
@@ -157,38 +163,47 @@ def test_bad_prefill_overhead_flag_exits_2_with_error_and_hint(invoke, command, 
 
 
 def test_the_cli_flag_reaches_the_plan(invoke):
-    """``kvplan plan --prefill-overhead 0`` answers with the steps of no dispatch; the default charges vLLM's."""
+    """``kvplan plan --prefill-overhead 0`` answers without the term; the default adds vLLM's d to every TTFT
+    statistic of the closed form and to none of TPOT's."""
     import json
 
-    def ttft(*flags):
+    def row(*flags):
         res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--qps", "1", "--isl", "2k", "--osl", "64", *flags,
                      "--format", "json")
         assert res.exit_code in (0, 1), res.stderr
-        return json.loads(res.stdout)[0]["ttft_p50_s"]
+        return json.loads(res.stdout)[0]
 
-    assert ttft() - ttft("--prefill-overhead", "0") == pytest.approx(LLAMA_8B_DISPATCH_S, rel=0.05)
+    on, off = row(), row("--prefill-overhead", "0")
+    assert on["total_gpus"] == off["total_gpus"]
+    for stat in ("mean", "p50", "p99"):
+        assert on[f"ttft_{stat}_s"] - off[f"ttft_{stat}_s"] == pytest.approx(LLAMA_8B_DISPATCH_S, rel=1e-6)
+        assert on[f"tpot_{stat}_s"] == pytest.approx(off[f"tpot_{stat}_s"], rel=1e-12)
 
 
 def test_the_roofline_charges_none_and_says_so():
     given = _row(perf_model="roofline", efficiencies=Efficiencies(prefill_overhead_s=1e-3))
     plain = _row(perf_model="roofline")
-    assert given["prefill_s"] == plain["prefill_s"] and given["prefill_dispatch_s"] == 0.0
+    assert given["prefill_s"] == plain["prefill_s"] and given["ttft_s"] == plain["ttft_s"]
+    assert given["prefill_dispatch_s"] == 0.0
     result = latency_from_names("llama-3.1-8b", "h100-sxm", isl=2048, osl=2, batch=1, perf_model="roofline")
     assert any("no eager-prefill dispatch on the roofline" in n for n in result.assumptions)
 
 
 def test_the_fleet_model_shares_a_steps_dispatch_among_its_packed_prompts():
-    """Closed form: a prompt's chunks add X (kernels) and Y (their steps' eager dispatch) to the decoders' time;
-    k prompts packed into a step share its Y: E[X + Y/k] and E[(X + Y/k)²] = E[X²] + 2 E[XY]/k + E[Y²]/k²."""
+    """Closed form under --enforce-eager: a prompt's chunks add X (kernels) and Y (their steps' eager dispatch) to
+    the decoders' time; k prompts packed into a step share its Y: E[X + Y/k] and E[(X + Y/k)²] = E[X²] + 2 E[XY]/k
+    + E[Y²]/k². With CUDA graphs (the default) no step carries a dispatch: Y = 0."""
     from kvplan.plans.fleet.figures import _chunk_dispatch
     from kvplan.plans.fleet.model import interference
 
     moments = [0.0, 0.0, 0.0, 2.0, 5.0, 0.0, 1.0, 1.5, 2.2, 0.0]
     assert interference(moments, 1.0) == pytest.approx((3.0, 5.0 + 4.4 + 1.5))
     assert interference(moments, 2.0) == pytest.approx((2.5, 5.0 + 2.2 + 0.375))
-    steps = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm")).steps
+    eager = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(
+        engine="vllm", efficiencies=Efficiencies(enforce_eager=True))).steps
+    graphs = resolve("llama-3.1-8b", "h100-sxm", engine=EngineSettings(engine="vllm")).steps
     d = LLAMA_8B_DISPATCH_S
-    # 64 decoders beside chunks of 1,000 tokens: 2,048 = 1,000 + 1,000 + 48 (the last step 112 tokens: graphed)
-    y = _chunk_dispatch(steps, np.array([64.0, 64.0, 64.0, 64.0]), np.array([2048.0, 300.0, 1500.0, 1448.0]),
-                        np.array([1000.0, 1000.0, 1000.0, 1000.0]))
-    assert y == pytest.approx([2 * d, 0.0, 2 * d, d])     # 1,448: the last step 448 + 64 = 512 tokens is graphed
+    batch, prompts, chunk = np.full(4, 64.0), np.array([2048.0, 300.0, 1500.0, 1448.0]), np.full(4, 1000.0)
+    # every chunk's step is eager without graphs: 2,048 = 1,000 + 1,000 + 48 → 3 steps; 300 → 1; 1,500 and 1,448 → 2
+    assert _chunk_dispatch(eager, batch, prompts, chunk) == pytest.approx([3 * d, d, 2 * d, 2 * d])
+    assert _chunk_dispatch(graphs, batch, prompts, chunk) == pytest.approx([0.0] * 4)

@@ -69,9 +69,11 @@ def test_one_request_alone_on_the_operator_model():
     table = build_step_model(dep.cost, dep.machine, 1, 9000, 1050, steps=st)
     r = simulate(np.zeros(1), np.array([1000]), np.array([101]), np.zeros(1), table,
                  SimConfig(1, 64, 8192, 1e12, warmup_fraction=0.0))
-    # the prompt alone in one mixed step (batch 1, context the decode context), then 100 decode steps
+    # the prompt alone in one mixed step (batch 1, context the decode context), then 100 decode steps; the
+    # request reaches the scheduler vLLM's prefill dispatch (32 layers × 0.8 ms, once per request) after it is sent
     _, total = mixed_chunk_step(dep.cost, dep.machine, 0, 1050, 1000, 8192, pass_fn=st.pass_fn)
-    assert_allclose(r.ttft_s[0], float(total), rtol=1e-4)  # the chunk at its prompt length, log-interpolated
+    assert table.request_dispatch_s == 32 * 0.8e-3
+    assert_allclose(r.ttft_s[0], float(total) + 32 * 0.8e-3, rtol=1e-4)  # the chunk at its prompt length, log-interpolated
     each = [table.decode_base_s(1) + table.decode_gamma_s(1) * c for c in range(1001, 1101)]
     assert_allclose(r.tpot_s[0], np.mean(each), rtol=1e-9)
 

@@ -139,7 +139,13 @@ NCCL_ENGINES = ("gpt-fast",)
 NCCL_READING = "TP all-reduce on NCCL (gpt-fast tp.py: torch.distributed funcol.all_reduce, backend nccl)"
 GROUP_OF = {"dense_decode_batch1": "dense-batch1", "dense_max_throughput": "dense-max", "moe": "moe",
             "prefill_ttft": "prefill", "dense_decode_batched": "dense-batched"}
-ENGINE_OF = {"vllm": "vllm", "vllm (ROCm)": "vllm", "tensorrt-llm": "trtllm", "sglang": "sglang"}
+# NVIDIA NIM 1.x picks a TensorRT-LLM profile where one is built for the GPUs ("The optimized TensorRT-LLM profiles
+# are preferred over vLLM when available", docs.nvidia.com/nim/large-language-models/1.0.0/optimization.html, profile
+# selection) and lists H100 SXM FP8 latency profiles for the Llama 3.x 70B NIMs (support matrix, "optimized using
+# TRT-LLM"): the NIM 1.8.0 rows (2 × H100 FP8 TP2) are TensorRT-LLM's, as the closed-loop rows of the same page are
+# read (tests/unit/test_closed_loop.py). An engine not named here is read as vLLM.
+ENGINE_OF = {"vllm": "vllm", "vllm (ROCm)": "vllm", "tensorrt-llm": "trtllm", "sglang": "sglang",
+             "nvidia-nim (llama-3.3-70b-instruct container)": "trtllm"}
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ batch limits; the formulas are in :mod:`kvplan.plans.fleet.model`'s docstring:
     δ + γL̄    one more sequence at the decode context (the secant over b ± √b, not across one graph bucket edge);
               γ: one more token of context in the batch
     S, X      a prompt's chunked prefill beside b decoders (``mixed_chunk``) and its extra over b decode steps,
-              less Y: the eager-prefill dispatch of its chunks' steps (a per-step constant the packed prompts
-              of a step share, :func:`kvplan.calc.operators.eager_dispatch_s`; 0 where graphs cover the step)
+              less Y: the eager-prefill dispatch of its chunks' steps under --enforce-eager (a per-step constant
+              the packed prompts of a step share, :func:`kvplan.calc.operators.eager_dispatch_s`; else 0)
+    d         the engine's prefill dispatch once per request, TTFT only (kvplan.plans.sizing.dispatch)
     B_kv      the largest batch whose KV fits the pool at the 99th percentile: √B solves
               μ_k B + z σ_k √B = pool (z = Φ⁻¹(0.99))
 """
@@ -46,6 +47,7 @@ class InstanceFigures:
     batch_kv: int
     batch_kv_mean: int
     batch_kv_p99: int
+    request_dispatch_s: float = 0.0        # d: the engine's prefill dispatch, once per request, in TTFT only
 
     def at(self, b: float):
         """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
@@ -109,6 +111,7 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
         extra_grid_s=extra,
         prefill_alone_s=points[0],
         batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
+        request_dispatch_s=steps.request_dispatch_s,
     )
 
 

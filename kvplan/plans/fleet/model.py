@@ -19,8 +19,10 @@ per-operator model by default, the roofline with ``--perf-model roofline``):
     S(ISL) = prefill service = Σ over its ⌈ISL / (Cb − B)⌉ chunks of the step that carries the chunk
              and the B decoders (``mixed_chunk_step``); the last chunk's step emits the first token.
     X(ISL) = S − chunks × t(B) − Y: what a prompt's chunks add to the decoders' steps, less Y, the eager-
-             prefill dispatch of those steps (``kvplan.calc.operators.eager_dispatch_s``: once per forward, so
-             the k prompts packed into a step share it); the decoders see X + Y/k per prompt.
+             prefill dispatch of those steps under ``--enforce-eager`` (``kvplan.calc.operators.eager_dispatch_s``:
+             once per forward, so the k prompts packed into a step share it); the decoders see X + Y/k per prompt.
+    d      = the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch, 0 under
+             --enforce-eager): added to TTFT only, never to S, X or a step.
 
 Decode (TPOT). Prefill chunks interrupt the decoders like preemptive high-priority work arriving
 at λ_i with size X. A request of n steps (work w = n·t) finishes, by the completion-time result
@@ -327,7 +329,10 @@ class FleetModel:
         # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
         point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
         point.residual_s = point.busy_share * t / 2
-        point.ttft = self.ttft_stats(point, prefill + own_extra, self._heavy_tail(point, t_decoders=occupancy),
+        # d, the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch), is in TTFT only: a host
+        # delay before the prompt is scheduled, not in its service, its residence or the decoders' steps
+        point.ttft = self.ttft_stats(point, prefill + own_extra + self.f.request_dispatch_s,
+                                     self._heavy_tail(point, t_decoders=occupancy),
                                      stats=None if full else ("mean",), judge=True)
         point.running = lam * point.residence_s
         point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
@@ -390,7 +395,7 @@ class FleetModel:
         """TTFT and TPOT statistics of requests that never meet another one (the N → ∞ limit)."""
         tpot, _ = self.tpot_stats(1, 0, 0.0, 0)
         alone = Point(instances=1, rate_per_s=0.0)
-        return self.ttft_stats(alone, self.f.prefill_alone_s), tpot
+        return self.ttft_stats(alone, self.f.prefill_alone_s + self.f.request_dispatch_s), tpot
 
     def search(self, max_instances: int = 1_000_000) -> tuple[Point, Point | None]:
         """Fewest instances whose point meets every constraint, and the point at one fewer (None at 1).

@@ -193,6 +193,7 @@ class PrefillModel:
     weights_bytes_per_gpu: float
     prompt_fits: bool
     dp: int = 1
+    request_dispatch_s: float = 0.0   # the engine's prefill dispatch once per request: in TTFT, not in service_s
 
     @property
     def gpus(self) -> int:
@@ -302,7 +303,7 @@ def pool_models(setup, workload: PDWorkload, machine_of=None, only: tuple | None
             service = service + exposed_transfer_s(load, service, setup.card.num_layers)
         fits = float(dep.layout.sequence_bytes(workload.isl_max, per_gpu=True)) <= pool
         prefill[shape] = PrefillModel(tp, service, workload.weights, pool, dep.memory.weights_bytes_per_gpu, fits,
-                                      dp)
+                                      dp, dep.steps.request_dispatch_s)
     decode = {}
     context = workload.isl_mean + workload.osl_mean / 2
     for shape, dep in setup.decode.deployments.items():

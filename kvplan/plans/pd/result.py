@@ -81,6 +81,7 @@ class PdPlan:
     link_utilization: float | None = None
     link_wait_s: float | None = None
     prefill_s: float | None = None
+    prefill_dispatch_s: float | None = None    # the engine's prefill dispatch, once per request, in TTFT only
     prefill_utilization: float | None = None
     first_decode_step_s: float | None = None
     decode_batch_mean: float | None = None

@@ -96,7 +96,9 @@ class PairModel:
         self.moving_scv = _scv(moving, weights)
         self.bytes_mean = float((transfer.bytes * weights).sum())
         self.staging_per_rate = float((transfer.transfer_s * decode.receive_bytes_per_gpu * weights).sum())
-        self.request_extra_s = prefill.service_s + transfer.exposed_s
+        # the engine's prefill dispatch (once per request, kvplan.plans.sizing.dispatch) delays the first token but
+        # holds no prefill server: in TTFT, not in the prefill queue's service time
+        self.request_extra_s = prefill.service_s + transfer.exposed_s + prefill.request_dispatch_s
 
     # ----------------------------------------------------------------- decode
     def decode_batch(self, rate_per_instance: float) -> float:

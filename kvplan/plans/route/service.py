@@ -110,7 +110,7 @@ class ServiceModel:
             w = row - i
             grid_s = (1 - w) * f.prefill_grid_s[i] + w * f.prefill_grid_s[i + 1]
             prefill = np.interp(isl, self.workload.lengths.isl_grid, grid_s)
-            wait = max(p.ttft["mean"] - float(np.mean(prefill)) - p.residual_s, 0.0)
+            wait = max(p.ttft["mean"] - f.request_dispatch_s - float(np.mean(prefill)) - p.residual_s, 0.0)
             return wait + prefill + steps * p.tpot["mean"]
         _, tpot = self.base.best_alone()
         prefill = np.interp(isl, self.workload.lengths.isl_grid, f.prefill_grid_s[0])

@@ -322,7 +322,8 @@ def latency(
     pre = prefill(cost, machine, b, s, tp=t, ep=attn_dp, chunk_tokens=chunk_size, **kw)
     step = decode_step(cost, machine, b, ctx, tp=t, ep=attn_dp, **kw)
     first = decode_step(cost, machine, b, s, tp=t, ep=attn_dp, **kw).time_s
-    ttft = pre.time_s + first
+    request_d = float(op_effs.request_dispatch_s) if op_effs is not None else 0.0   # once per request (dispatch.py)
+    ttft = pre.time_s + first + request_d
 
     def plain(c):
         return decode_step(cost, machine, b[:, None], c, tp=t[:, None], ep=attn_dp, **kw).time_s
@@ -375,7 +376,9 @@ def latency(
         if perf_model == "operators":
             row.update({f"decode_{name}_s": float(v[i]) for name, v in op_times(step).items()})
             row["batch_max"] = bool(batch_max)
-            row["prefill_dispatch_per_layer_s"] = float(op_effs.dispatch_per_layer_s)
+            row["prefill_dispatch_per_layer_s"] = float(op_effs.dispatch_per_layer_s
+                                                        or op_effs.request_dispatch_s / max(cost.layers, 1))
+            row["request_dispatch_s"] = request_d
             row["enforce_eager"] = bool(efficiencies.enforce_eager)
             row["decode_eager"] = bool(op_effs.decode_dispatch_per_layer_s > 0 and b[i] / attn_dp > op_effs.eager_decode_above)
             row["decode_dispatch_per_layer_s"] = float(op_effs.decode_dispatch_per_layer_s)
@@ -463,7 +466,7 @@ def _memory_notes(card, hw, cost, batch, final_context, tp, ep) -> list[str]:
 
 def _standard_notes(card, cost, tps, ep, overlap_comm, chunk_size) -> list[str]:
     notes = ["static batch: the batch's prompts are prefilled together; TTFT = that prefill + one decode step "
-             "at context ISL (no queueing); TPOT averages the OSL − 1 later steps at contexts ISL+1 … ISL+OSL−1"]
+             "at context ISL (+ the engine's prefill dispatch, once per request; no queueing); TPOT averages the OSL − 1 later steps at contexts ISL+1 … ISL+OSL−1"]
     if (max(tps) > 1 or ep > 1) and not overlap_comm:
         notes.append("communication is not overlapped with compute (pass --overlap-comm to overlap it)")
     if cost.is_moe:

@@ -156,12 +156,17 @@ def explain_operators(card, cost, machine, row, pre, step, i) -> list[str]:
         f"  intensity                  = {row['arithmetic_intensity_flop_per_byte']:.3g} FLOP/B vs ridge "
         f"{machine.ridge_flop_per_byte:.3g} FLOP/B",
         f"  prefill                    = {row['batch']} × {row['isl']:,} tokens in {row['prefill_passes']} pass(es) "
-        f"→ {format_seconds(pre.time_s[i])}; TTFT {format_seconds(row['ttft_s'])}",
+        f"→ {format_seconds(pre.time_s[i])}; TTFT = prefill + first decode step"
+        + (" + prefill dispatch" if row.get("request_dispatch_s") else "") + f" = {format_seconds(row['ttft_s'])}",
         "  prefill dispatch           = " + (
+            f"{cost.layers:g} layers × {format_seconds(row['prefill_dispatch_per_layer_s'])} = "
+            f"{format_seconds(row['request_dispatch_s'])} once per request, added to its TTFT (the host dispatch of a "
+            f"prefill no CUDA graph covers, in no step time, as NVIDIA aiconfigurator's TTFT; {dispatch_source(row)})"
+            if row.get("request_dispatch_s") else
             f"{row['prefill_dispatch_s'] / (cost.layers * row['prefill_dispatch_per_layer_s']):.0f} eager pass(es) × "
             f"{cost.layers:g} layers × {format_seconds(row['prefill_dispatch_per_layer_s'])} = "
-            f"{format_seconds(row['prefill_dispatch_s'])} of the prefill (host dispatch of a prefill forward no CUDA graph "
-            f"covers, once per forward; {dispatch_source(row)})" if row.get("prefill_dispatch_s") else
+            f"{format_seconds(row['prefill_dispatch_s'])} of the prefill (--enforce-eager: no CUDA graphs, once per "
+            f"forward; {dispatch_source(row)})" if row.get("prefill_dispatch_s") else
             "none (every pass replays a CUDA graph, or the engine charges none; see the notes)"),
         f"  request                    = TTFT + ({row['osl']} − 1) × TPOT {format_seconds(row['tpot_s'])} = "
         f"{format_seconds(row['e2e_s'])}; {row['tokens_per_s']:,.1f} tok/s, {row['tokens_per_s_per_gpu']:,.1f} per GPU",
