@@ -84,7 +84,7 @@ def _stage_child(path: Path, out: Path) -> None:
     import pyarrow.parquet as pq
 
     from kvplan.plans.check.sweep import sweep_stream
-    from kvplan.plans.check.sweep_format import arrow_schema, block_table
+    from kvplan.plans.check.sweep_format import ColumnCache, arrow_schema, block_table
     from kvplan.plans.check.sweep_write import parquet_options
 
     c0 = time.process_time()
@@ -94,7 +94,8 @@ def _stage_child(path: Path, out: Path) -> None:
     blocks = list(stream)
     c2 = time.process_time()
     schema = arrow_schema(stream.column_names)
-    tables = [block_table(block, schema) for block in blocks]
+    cache = ColumnCache()  # as the command's writer shares repeated columns between blocks
+    tables = [block_table(block, schema, cache) for block in blocks]
     c3 = time.process_time()
     with pq.ParquetWriter(out, schema, **parquet_options(stream.column_names)) as writer:
         for table in tables:
