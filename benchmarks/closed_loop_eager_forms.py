@@ -26,7 +26,7 @@ import numpy as np
 import kvplan.calc.operators as operators
 import kvplan.calc.overlap as overlap
 import kvplan.sim.opsteps as opsteps
-from closed_loop_rows import deployment, group, replay, rows as load_rows
+from closed_loop_rows import deployment, group, replay, rows as load_rows, scored
 
 
 @contextlib.contextmanager
@@ -54,16 +54,11 @@ def run(rows, form: str) -> dict:
         with (additive_form() if form == "additive" and eager else contextlib.nullcontext()):
             dep = deployment(row)
             out = replay(row, dep)
-        for metric, measured, predicted in (
-                ("output tok/s", r["output_tokens_per_s"], out["output_tokens_per_s"]),
-                ("TTFT p50", r["ttft_median_ms"], (out["ttft_p50_s"] or 0) * 1e3),
-                ("ITL p50", r["itl_median_ms"] or r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3),
-                ("TPOT p50", r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3)):
-            if measured and predicted:
-                err = (predicted - float(measured)) / float(measured)
-                for g in (group(r), "no CUDA graphs (cuda_graphs none)" if eager else None, "all"):
-                    if g:
-                        errors.setdefault((metric, g), []).append(err)
+        for metric, measured, predicted in scored(r, out):
+            err = (predicted - measured) / measured
+            for g in (group(r), "no CUDA graphs (cuda_graphs none)" if eager else None, "all"):
+                if g:
+                    errors.setdefault((metric, g), []).append(err)
     return errors
 
 

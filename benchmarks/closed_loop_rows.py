@@ -121,3 +121,13 @@ def group(r: dict) -> str:
     """dense; MoE per GPU; bursts (all requests sent at once, C = N) apart."""
     name = "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
     return name + (" burst" if r.get("burst") else "")
+
+
+def scored(r: dict, out: dict) -> list[tuple[str, float, float]]:
+    """(metric, measured, predicted) of a replay ``out`` against its row, the metrics the row publishes (ITL falls
+    back to its median TPOT); predicted times in ms."""
+    pairs = (("output tok/s", r["output_tokens_per_s"], out["output_tokens_per_s"]),
+             ("TTFT p50", r["ttft_median_ms"], (out["ttft_p50_s"] or 0) * 1e3),
+             ("ITL p50", r["itl_median_ms"] or r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3),
+             ("TPOT p50", r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3))
+    return [(metric, float(measured), predicted) for metric, measured, predicted in pairs if measured and predicted]

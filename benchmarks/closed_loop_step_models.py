@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from closed_loop_rows import deployment, group, replay, rows as load_rows
+from closed_loop_rows import deployment, group, replay, rows as load_rows, scored
 
 
 def main() -> None:
@@ -38,18 +38,13 @@ def main() -> None:
         for name in ("roofline", "operators"):
             dep = deployment(r, name)
             out = replay(r, dep)
-            for metric, measured, predicted in (
-                    ("output tok/s", r["output_tokens_per_s"], out["output_tokens_per_s"]),
-                    ("TTFT p50", r["ttft_median_ms"], (out["ttft_p50_s"] or 0) * 1e3),
-                    ("ITL p50", r["itl_median_ms"] or r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3),
-                    ("TPOT p50", r["tpot_median_ms"], (out["tpot_p50_s"] or 0) * 1e3)):
-                if measured and predicted:
-                    err = (predicted - float(measured)) / float(measured)
-                    by_engine = f"{group(r)} {r['engine'].split(' ')[0]}" if r["architecture"] != "dense" else None
-                    for g in (group(r), by_engine, "MoE all" if r["architecture"] != "dense" else None, "all"):
-                        if g:
-                            errors.setdefault((name, metric, g), []).append(err)
-                    cells.append(f"{name} {metric} {float(measured):,.4g}/{predicted:,.4g} ({err:+.0%})")
+            for metric, measured, predicted in scored(r, out):
+                err = (predicted - measured) / measured
+                by_engine = f"{group(r)} {r['engine'].split(' ')[0]}" if r["architecture"] != "dense" else None
+                for g in (group(r), by_engine, "MoE all" if r["architecture"] != "dense" else None, "all"):
+                    if g:
+                        errors.setdefault((name, metric, g), []).append(err)
+                cells.append(f"{name} {metric} {measured:,.4g}/{predicted:,.4g} ({err:+.0%})")
         if show:
             print(f"{r['source_locator'][:50]} | {r['engine'][:14]} | {dep.model.name}/{dep.hardware.name} "
                   f"tp{dep.tp} dp{dep.parallel.dp} | {r['isl']}/{r['osl']} C={c} | " + "; ".join(cells))
