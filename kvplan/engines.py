@@ -125,15 +125,9 @@ OTHER_BATCH_DEFAULTS = (256, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)
 # charges it so (kvplan.plans.sizing.dispatch); under --enforce-eager it is a term of every prefill / mixed forward.
 @dataclass(frozen=True)
 class PrefillDispatch:
-    """Host time per decoder layer of a prefill (once per request, added to TTFT), and which forwards run eagerly.
-
-    ``graphs_cover_prefill``: the engine replays its CUDA graphs for any forward of at most its largest
-    captured size in tokens (vLLM V1's piecewise graphs); False: its graphs are captured for decode batches
-    only. Recorded for the notes; the per-request term does not depend on it (aiconfigurator's does not).
-    """
+    """Host time per decoder layer of a prefill (once per request, added to TTFT), and its source."""
 
     per_layer_s: float
-    graphs_cover_prefill: bool
     source: str
 
 
@@ -143,7 +137,7 @@ AIC_DISPATCH_SOURCE = (
     "'CPU-side dispatch overhead scales with layer count and is not captured in silicon benchmarks. Recalibrated at "
     "~0.8ms/layer against the full silicon corpus across hardware platforms and model families'")
 PREFILL_DISPATCH: dict[str, PrefillDispatch] = {
-    "vllm": PrefillDispatch(0.8e-3, True, AIC_DISPATCH_SOURCE + "; vLLM V1 replays its piecewise CUDA graphs for "
+    "vllm": PrefillDispatch(0.8e-3, AIC_DISPATCH_SOURCE + "; vLLM V1 replays its piecewise CUDA graphs for "
                             "forwards up to its largest capture size (vllm/config/vllm.py _set_cudagraph_sizes) and "
                             "runs larger ones eagerly"),
     # SGLang: no SGLang figure is published (its piecewise-CUDA-graph PR #10062 says only that native prefill 'can
@@ -151,14 +145,14 @@ PREFILL_DISPATCH: dict[str, PrefillDispatch] = {
     # correction)'), which is no measurement. Its extend forwards run eagerly: CUDA graphs are captured for decode
     # batch sizes (--cuda-graph-max-bs); piecewise graphs for prefill were opt-in (--enable-piecewise-cuda-graph,
     # PR #10062) until PR #16331 (2026-01) and stay off with DP attention, PP or an MoE all-to-all backend.
-    "sglang": PrefillDispatch(0.8e-3, False, "vLLM's figure stands in (no SGLang figure is published; SGLang runs "
+    "sglang": PrefillDispatch(0.8e-3, "vLLM's figure stands in (no SGLang figure is published; SGLang runs "
                               "extend forwards eagerly, its CUDA graphs captured for decode batch sizes, piecewise "
                               "prefill graphs opt-in before sgl-project/sglang PR #16331): " + AIC_DISPATCH_SOURCE),
     # TensorRT-LLM: aiconfigurator's TRT-LLM backend keeps the base class's 0.0 (its predictions for the engine it was
     # built around carry no dispatch term); the v0.9 TensorRT engines run from the C++ runtime. The 1.x PyTorch backend
     # runs its context phase without CUDA graphs unless prefill piecewise graphs are configured, and no figure is
     # published for it: none is charged, as aiconfigurator does.
-    "trtllm": PrefillDispatch(0.0, False, "aiconfigurator's TensorRT-LLM backend adds no prefill "
+    "trtllm": PrefillDispatch(0.0, "aiconfigurator's TensorRT-LLM backend adds no prefill "
                               "dispatch term (sdk/backends/base_backend.py _prefill_dispatch_overhead_ms returns 0.0, "
                               "trtllm_backend.py does not override it, commit 095f58a); no figure is published for "
                               "TensorRT-LLM's own eager context phase"),

@@ -156,38 +156,26 @@ class OperatorEfficiencies:
     collectives: dict = field(default_factory=dict)   # (op, ranks) -> LatencyCurve
     notes: tuple[str, ...] = ()
     attention_peak_flops_per_s: float | None = None   # attention's tensor-core peak (its KV/activation dtype)
-    dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager prefill / mixed forward (engine profile)
-    eager_above_tokens: float = 0.0     # such a forward runs eagerly above this many tokens per rank (0: every one)
+    dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager prefill / mixed forward (--enforce-eager)
     decode_dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager decode step (0: CUDA graphs)
-    eager_decode_above: float = 0.0     # decode batches of more sequences per rank than this run eagerly (0: every one)
     request_dispatch_s: float = 0.0     # the engine's prefill dispatch once per request, added to its TTFT, never to a step
 
 
 def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, layers: float):
-    """Host dispatch of one forward: ``layers × dispatch_per_layer_s`` when it is a prefill or mixed forward of
-    more than ``eager_above_tokens`` tokens per attention rank (larger than the engine's CUDA graphs), else 0.
-
-    Once per forward, whatever the number of requests in it; decode steps (graph replays) pay none. The figure
-    and the rule are the engine profile's (:data:`kvplan.engines.PREFILL_DISPATCH`).
-    """
+    """Host dispatch of one eager forward (``--enforce-eager``): ``layers × dispatch_per_layer_s`` on a prefill or
+    mixed forward of any tokens, once per forward whatever the number of requests in it; decode steps pay
+    :func:`eager_decode_s` instead. 0 with CUDA graphs (``dispatch_per_layer_s`` 0: the engine's prefill dispatch is
+    then a per-request TTFT term, :mod:`kvplan.plans.sizing.dispatch`)."""
     n = np.asarray(tokens_per_rank, dtype=np.float64)
     if phase not in ("prefill", "mixed") or effs.dispatch_per_layer_s <= 0:
         return np.zeros_like(n)
-    return np.where((n > effs.eager_above_tokens) & (n > 0), float(layers) * effs.dispatch_per_layer_s, 0.0)
+    return np.where(n > 0, float(layers) * effs.dispatch_per_layer_s, 0.0)
 
 
-def eager_decode_s(effs: OperatorEfficiencies, phase: str, layers: float, batch_per_rank=None):
-    """Host dispatch of one eager decode step, ``layers × decode_dispatch_per_layer_s`` where the decode batch has
-    more than ``eager_decode_above`` sequences per rank (larger than the engine's largest CUDA graph; every batch
-    with ``--enforce-eager``); 0 where it replays a graph, and for prefill / mixed forwards (:func:`eager_dispatch_s`).
-    ``batch_per_rank`` None: the figure itself (the dispatch of a batch too large for the graphs)."""
-    figure = float(layers) * effs.decode_dispatch_per_layer_s if phase == "decode" else 0.0
-    if batch_per_rank is None or figure <= 0:
-        return figure if batch_per_rank is None else np.zeros_like(np.asarray(batch_per_rank, dtype=np.float64))
-    b = np.asarray(batch_per_rank, dtype=np.float64)
-    if effs.eager_decode_above <= 0:        # no CUDA graphs at all: every decode step, whatever its batch
-        return np.full_like(b, figure)
-    return np.where(b > effs.eager_decode_above, figure, 0.0)
+def eager_decode_s(effs: OperatorEfficiencies, phase: str, layers: float) -> float:
+    """Host dispatch of one eager decode step (``--enforce-eager``), ``layers × decode_dispatch_per_layer_s``; 0 where
+    decode replays a CUDA graph, and for prefill / mixed forwards (:func:`eager_dispatch_s`)."""
+    return float(layers) * effs.decode_dispatch_per_layer_s if phase == "decode" else 0.0
 
 
 def host_bound(gpu_s, dispatch_s):
@@ -420,7 +408,7 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     else:
         time_s = kernels + comm + overhead + dispatch
     if phase == "decode" and effs.decode_dispatch_per_layer_s > 0:     # an eager decode step: host-bound below L × t
-        time_s, dispatch = host_bound(time_s, eager_decode_s(effs, phase, cost.layers, b / dp))
+        time_s, dispatch = host_bound(time_s, eager_decode_s(effs, phase, cost.layers))
     total_flops = (2 * (shapes.attention_params + shapes.mlp_params) * n_a + 2 * cost.lm_head_params * rows_a) / tp \
         + expert_flops + attn_flops
     total_bytes = weight_bytes + kv

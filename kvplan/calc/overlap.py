@@ -107,9 +107,8 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
     dp = np.asarray(par.dp, dtype=np.float64)
     effs, shapes = kw["effs"], kw["shapes"]
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp     # one host step for both micro-batches
-    eager = eager_decode_s(effs, phase, cost.layers, b / dp)   # an eager decode step: max(both halves, dispatch)
-    eager = eager if np.any(eager > 0) else None
-    host = overhead + (whole.dispatch_s if eager is None else 0.0)   # one eager prefill dispatch for the forward
+    eager = eager_decode_s(effs, phase, cost.layers)   # an eager decode step: max(both halves, dispatch), below
+    host = overhead + (whole.dispatch_s if not eager else 0.0)   # one eager prefill dispatch for the forward
     name = {n: ops[i] for i, n in enumerate(OP_NAMES)}
     if ep and par.alltoall == "deepep":
         time_s = _staged(cost, machine, shapes, name, half.comm_s, np.asarray(tokens, dtype=np.float64) / 2,
@@ -119,7 +118,7 @@ def two_batch_pass(cost: ModelCost, machine: Machine, *, par: Parallel, tokens, 
         body = 2.0 * (ops.sum(axis=0) - name["lm_head"])
         time_s = np.maximum(s * body, comm) + (1.0 - s) * body + 2.0 * name["lm_head"] + host
     added = whole.dispatch_s
-    if eager is not None:
+    if eager:
         time_s, added = host_bound(time_s, eager)
     # One batch where there is nothing to overlap or nothing to split: no communication to hide (day 6: the
     # overlap is "to hide communication costs"), or a decode batch of fewer than 2 sequences per rank.

@@ -134,12 +134,10 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         counter += 1
         heapq.heappush(events, (when, counter, i, version[i]))
 
-    eager_s = float(getattr(steps, "eager_decode_s", 0.0) or 0.0)   # an eager decode step is max(GPU step, eager)
-    eager_above = float(getattr(steps, "eager_decode_above", 0.0) or 0.0)   # … above this batch (no graph so large)
-    eager = [eager_s if j > eager_above or eager_above <= 0 else 0.0 for j in range(cap + 1)]
+    eager = float(getattr(steps, "eager_decode_s", 0.0) or 0.0)   # an eager decode step is max(GPU step, eager)
 
     def run_length(d: float, bb: int, tt: float, j: int) -> float:
-        return run_length_s(d, gammas[bb], bb, tt, j, eager[bb])
+        return run_length_s(d, gammas[bb], bb, tt, j, eager)
 
     def ended(now: float) -> None:
         """Closed loop: a request has ended, so the client sends the next one now."""
@@ -406,7 +404,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
 
     def cut(i: int, now: float) -> None:
         t0, d, bb, tt, planned, grown = current[i]
-        steps_now = steps_begun(d, gammas[bb], bb, tt, planned, now - t0, eager[bb])
+        steps_now = steps_begun(d, gammas[bb], bb, tt, planned, now - t0, eager)
         if steps_now < planned:
             current[i] = (t0, d, bb, tt, steps_now, grown)
             schedule(i, t0 + run_length(d, bb, tt, steps_now))

@@ -65,7 +65,6 @@ class OperatorStepModel:
     dp_imbalance: float = 1.0              # λ_dp on the kernels (the pass's attention-DP lock step; 1 at dp 1)
     dispatch_s: list = None                # E[n]: an eager mixed step's host dispatch (0 where graphs cover n)
     eager_decode_s: float = 0.0            # E_d: an eager decode step's host dispatch, step = max(GPU, E_d); 0: graphs
-    eager_decode_above: float = 0.0        # … for decode batches of more sequences than this (0: every one)
     request_dispatch_s: float = 0.0        # d: the engine's prefill dispatch once per request (TTFT, no step)
 
     @property
@@ -168,6 +167,5 @@ def build_operator_step_model(steps, max_tokens: int, decode_context: float) -> 
         prefill_flop_s=np.asarray(pre_fl.op_compute_s[ATTENTION]) / 1e15,
         dp_imbalance=float(parts[2].dp_imbalance) if parts is not None and dp > 1 else 1.0,
         dispatch_s=np.asarray(mixed.dispatch_s, dtype=float).tolist(), eager_decode_s=float(eager_decode),
-        eager_decode_above=float(parts[1].eager_decode_above) if parts is not None else 0.0,
         request_dispatch_s=steps.request_dispatch_s,
     )

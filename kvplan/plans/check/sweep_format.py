@@ -60,13 +60,14 @@ def _axis(block, name: str) -> str:
     return "batch" if name in block.batch_arrays else "seq"
 
 
-def _null_mask(block, name: str) -> np.ndarray | bool:
-    """True where the cell is empty: no KV memory (cache columns), or not fitting (latency)."""
+def _null_mask(block, name: str, unfit: np.ndarray | None = None) -> np.ndarray | bool:
+    """True where the cell is empty: no KV memory (cache columns), or not fitting (latency; ``unfit``: the block's
+    ``~fits``, when the caller already has it)."""
     if name in CACHE_COLUMNS and block.no_cache:
         return True
     if name in LATENCY_COLUMNS:
-        values = block.grid_arrays[name]
-        return ~block.grid_arrays["fits"] | ~np.isfinite(values)
+        unfit = ~block.grid_arrays["fits"] if unfit is None else unfit
+        return unfit | ~np.isfinite(block.grid_arrays[name])
     return False
 
 
@@ -296,14 +297,12 @@ def block_table(block, schema, cache: ColumnCache | None = None):
     cache = ColumnCache(0) if cache is None else cache
     arrays = []
     first = None  # the dictionary indices of a string column: one value, index 0 everywhere (shared)
-    fitting = None  # the latency columns' null mask shares ~fits
+    unfit = None  # ~fits, shared by the latency columns' null masks
     for field in schema:
         name, axis, kind = field.name, _axis(block, field.name), column_kind(field.name)
-        if name in LATENCY_COLUMNS:
-            fitting = ~block.grid_arrays["fits"] if fitting is None else fitting
-            null = fitting | ~np.isfinite(block.grid_arrays[name])
-        else:
-            null = _null_mask(block, name)
+        if name in LATENCY_COLUMNS and unfit is None:
+            unfit = ~block.grid_arrays["fits"]
+        null = _null_mask(block, name, unfit)
         if null is True:
             arrays.append(pa.nulls(n, field.type))
             continue

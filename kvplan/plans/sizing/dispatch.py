@@ -76,7 +76,8 @@ def with_prefill_dispatch(effs, engine: str, graph_sizes: tuple[int, ...], given
     (``given_s`` per layer where given) as a per-request TTFT term (``request_dispatch_s``); the note says which
     figure, where it is charged and the source, once. ``enforce_eager``: no CUDA graphs (pass ``graph_sizes``
     ``()``): every prefill / mixed forward pays it instead and decode steps pay ``max(GPU, L × t_layer)``.
-    ``graph_sizes`` is kept for the signature (the per-request term does not depend on them)."""
+    ``graph_sizes`` only name, in a note, the decode batches that run without a graph (the per-request term
+    does not depend on them)."""
     check_prefill_overhead(given_s)
     check_enforce_eager(enforce_eager, engine)
     profile = prefill_dispatch(engine) if engine else None
@@ -96,9 +97,8 @@ def with_prefill_dispatch(effs, engine: str, graph_sizes: tuple[int, ...], given
                      f"max(GPU step, {layers:g} layers × {decode_per_layer * 1e3:g} ms = "
                      f"{decode_per_layer * layers * 1e3:.4g} ms of host dispatch): launches are asynchronous, so "
                      f"the step waits on the host only where dispatch outlasts the GPU work ({where})")
-        return dataclasses.replace(effs, dispatch_per_layer_s=float(per_layer), eager_above_tokens=0.0,
-                                   decode_dispatch_per_layer_s=float(decode_per_layer), eager_decode_above=0.0,
-                                   request_dispatch_s=0.0)
+        return dataclasses.replace(effs, dispatch_per_layer_s=float(per_layer),
+                                   decode_dispatch_per_layer_s=float(decode_per_layer), request_dispatch_s=0.0)
     if per_layer > 0:
         label = "prefill dispatch" if given_s is not None else f"{engine} prefill dispatch"
         notes.append(f"{label}: {layers:g} layers × {per_layer * 1e3:g} ms = {per_layer * layers * 1e3:.4g} ms once "
@@ -111,8 +111,7 @@ def with_prefill_dispatch(effs, engine: str, graph_sizes: tuple[int, ...], given
         notes.append(f"{engine} decode batches of more than {max(graph_sizes):,} sequences per rank run without a CUDA "
                      "graph (piecewise-compiled); no figure sizes their host time, so they take their GPU time "
                      "(--enforce-eager: every step max(GPU step, the per-layer dispatch))")
-    return dataclasses.replace(effs, dispatch_per_layer_s=0.0, eager_above_tokens=0.0,
-                               decode_dispatch_per_layer_s=0.0, eager_decode_above=0.0,
+    return dataclasses.replace(effs, dispatch_per_layer_s=0.0, decode_dispatch_per_layer_s=0.0,
                                request_dispatch_s=float(per_layer * layers))
 
 

@@ -380,7 +380,7 @@ def latency(
                                                         or op_effs.request_dispatch_s / max(cost.layers, 1))
             row["request_dispatch_s"] = request_d
             row["enforce_eager"] = bool(efficiencies.enforce_eager)
-            row["decode_eager"] = bool(op_effs.decode_dispatch_per_layer_s > 0 and b[i] / attn_dp > op_effs.eager_decode_above)
+            row["decode_eager"] = bool(op_effs.decode_dispatch_per_layer_s > 0)
             row["decode_dispatch_per_layer_s"] = float(op_effs.decode_dispatch_per_layer_s)
             row["decode_dispatch_s"] = float(np.asarray(step.dispatch_s)[i] if np.ndim(step.dispatch_s) else 0.0)
             row.update(band_columns(cost.is_moe, int(b[i])))
