@@ -454,9 +454,8 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     gemm_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype)
     effs = {}
     for kind in ("attention", "mlp"):
-        n, k = shapes.gemm_nk(kind, tp)
-        effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.gemm_curve(tables, gpu, engine, gemm_dtype, float(n), k, bw,
-                                                                       peak_of(gemm_dtype)))
+        effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.group_gemm_curve(    # each GEMM at its own (n, k)
+            tables, gpu, engine, gemm_dtype, shapes.gemm_list(kind, tp), bw, peak_of(gemm_dtype)))
     effs["lm_head"] = pick("LM head", perfdb.gemm_curve(tables, gpu, engine, "bf16", card.vocab_size / tp,
                                                         card.hidden_size, bw, peak_of("bf16")))
     if cost.is_moe:
