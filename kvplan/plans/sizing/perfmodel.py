@@ -72,7 +72,7 @@ ENGINE_PERF: dict[str, EnginePerf] = {
         None, "vLLM's max_num_seqs default depends on version, entry point and GPU; pass --max-num-seqs",
         host_work="vLLM publishes no per-step host time for its V1 engine (the v0.6.0 performance post gives "
         "shares of the run, not times): none is charged beyond the kernel-launch floor, and the batch-1 "
-        "validation rows leave 0.6–1.6 ms per step unexplained (docs/validation.md §e); pass --step-overhead"),
+        "validation rows leave 0.5–1.4 ms per step unexplained (docs/validation.md §e); pass --step-overhead"),
     "sglang": EnginePerf(
         "sglang", (), "SGLang's captured batch sizes depend on the GPU and version (--cuda-graph-bs, "
         "--cuda-graph-max-bs); not modelled: decode batches run unpadded",
