@@ -84,8 +84,8 @@ def _stage_child(path: Path, out: Path) -> None:
     import pyarrow.parquet as pq
 
     from kvplan.plans.check.sweep import sweep_stream
-    from kvplan.plans.check.sweep_format import ColumnCache, arrow_schema, block_table
-    from kvplan.plans.check.sweep_write import parquet_options
+    from kvplan.plans.check.sweep_format import ColumnCache, block_table
+    from kvplan.plans.check.sweep_write import parquet_options, parquet_schema
 
     c0 = time.process_time()
     stream = sweep_stream(path)
@@ -93,7 +93,7 @@ def _stage_child(path: Path, out: Path) -> None:
     c1 = time.process_time()
     blocks = list(stream)
     c2 = time.process_time()
-    schema = arrow_schema(stream.column_names)
+    schema = parquet_schema(stream)  # the command's schema (nullable cache columns only where it has them)
     cache = ColumnCache()  # as the command's writer shares repeated columns between blocks
     tables = [block_table(block, schema, cache) for block in blocks]
     c3 = time.process_time()

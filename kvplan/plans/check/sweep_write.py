@@ -206,16 +206,27 @@ def parquet_options(names: list[str]) -> dict:
             "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS if name in names}}
 
 
-def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
-    """Blocks as row groups; the cache columns are nullable only when some combination has no KV memory."""
-    import pyarrow.parquet as pq
+def parquet_schema(result: SweepResult):
+    """The Parquet file's Arrow schema: the cache columns are nullable only when some combination has no KV memory.
 
-    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, ColumnCache, arrow_schema, block_table
+    A :class:`SweepStream` is checked first (``empty()``: every combination is checked, so whether
+    any has no KV memory is known).
+    """
+    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, arrow_schema
 
     if isinstance(result, SweepStream):
-        result.empty()  # every combination checked: whether any has no KV memory is known
+        result.empty()
     nullable = NULLABLE_COLUMNS if result.has_cache_gaps() else NULLABLE_COLUMNS - frozenset(CACHE_COLUMNS)
-    schema = arrow_schema(result.column_names, nullable)
+    return arrow_schema(result.column_names, nullable)
+
+
+def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
+    """Blocks as row groups, in the schema of :func:`parquet_schema`."""
+    import pyarrow.parquet as pq
+
+    from kvplan.plans.check.sweep_format import ColumnCache, block_table
+
+    schema = parquet_schema(result)
     cache = ColumnCache()
     with pq.ParquetWriter(tmp, schema, **parquet_options(result.column_names)) as writer:
         return _written(_pipelined(_blocks_of(result), lambda block: block_table(block, schema, cache)),
