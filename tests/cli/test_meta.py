@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import subprocess
@@ -90,6 +91,52 @@ def test_numpy_starts_with_one_openblas_thread_unless_the_user_says():
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     assert _openblas_threads_seen(env) == ("1", "False")  # set before numpy is first imported
     assert _openblas_threads_seen({**env, "OPENBLAS_NUM_THREADS": "4"}) == ("4", "False")
+
+
+def _gc_during_command(argv: list[str]) -> list[str]:
+    """(collector enabled, objects frozen) when the command's callback starts and when main() has finished."""
+    probe = (
+        "import functools, gc, io, contextlib, sys\n"
+        "import kvplan.cli as cli, kvplan.cli.size as size, kvplan.cli.sweep as sweep\n"
+        "seen = []\n"
+        "def spy(real):\n"
+        "    @functools.wraps(real)\n"
+        "    def probe(*a, **k):\n"
+        "        seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        "        return real(*a, **k)\n"
+        "    return probe\n"
+        "size.size_command = spy(size.size_command)\n"
+        "sweep.sweep_command = spy(sweep.sweep_command)\n"
+        "seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        f"sys.argv = {['kvplan', *argv]!r}\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        "        cli.main()\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        "print(seen)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_main_pauses_the_collector_for_start_up_only(tmp_path):
+    """main() pauses the cyclic collector while it starts; each command runs with it on again, the start-up's
+    objects frozen (gc.freeze); the library and test callers (no main) are left as they are."""
+    from kvplan.cli import pause_gc, settle_gc
+
+    before = (gc.isenabled(), gc.get_freeze_count())
+    pause_gc()
+    settle_gc()
+    assert (gc.isenabled(), gc.get_freeze_count()) == before      # not under main(): nothing happens
+    assert _gc_during_command(["size", "llama-3.1-8b", "--seq", "8k", "--format", "json"]) == \
+        "[(True, False), (True, True), (True, True)]"
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: [1024, 2048]\nbatch: [1, 8]\n")
+    out = tmp_path / "out.csv"
+    assert _gc_during_command(["sweep", str(grid), "-o", str(out)]) == "[(True, False), (True, True), (True, True)]"
+    assert len(out.read_text().splitlines()) == 5
 
 
 def test_every_command_is_documented_in_the_readme():
