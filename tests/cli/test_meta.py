@@ -139,6 +139,27 @@ def test_main_pauses_the_collector_for_start_up_only(tmp_path):
     assert len(out.read_text().splitlines()) == 5
 
 
+def test_parquet_sweep_does_not_import_pyarrow_parquet_or_its_filesystems(tmp_path):
+    """The sweep writes Parquet through the core writer: pyarrow.parquet and pyarrow.fs (S3, TLS) stay unloaded."""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: [1024]\nbatch: [1, 2]\n")
+    out = tmp_path / "out.parquet"
+    probe = (
+        "import sys, io, contextlib\n"
+        "import kvplan.cli as cli\n"
+        f"sys.argv = ['kvplan', 'sweep', {str(grid)!r}, '-o', {str(out)!r}]\n"
+        "with contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        "        cli.main()\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "print('pyarrow' in sys.modules, 'pyarrow.parquet' in sys.modules, 'pyarrow.fs' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["True", "False", "False"]
+    assert out.read_bytes()[:4] == b"PAR1"
+
+
 def test_every_command_is_documented_in_the_readme():
     from typer.main import get_command
 
