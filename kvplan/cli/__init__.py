@@ -161,7 +161,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'kvplan.cli' has no attribute {name!r}")
 
 
-_IN_MAIN = False  # this process runs main(): the command line, not a library or test caller
+_IN_MAIN = False  # main() runs as the program's entry point: the command line, not a library or test caller
 _STARTING = False  # main() paused the cyclic garbage collector for the start-up (settle_gc resumes it)
 
 
@@ -174,8 +174,9 @@ def settle_gc() -> None:
     out of the collector's reach (reference counting still frees them), so later collections walk
     only what the command itself makes; a command calls this again once its own set-up is done (the
     sweep: after its lazy imports, cards and first block, where a full collection walked ~27 ms of
-    start-up objects mid-run). Only in a process ``main()`` runs (never in a library or test
-    caller); elsewhere nothing happens.
+    start-up objects mid-run). Only while ``main()`` runs as the program's entry point (never for a
+    library, a test or another program calling it: their objects are left as they are); elsewhere
+    nothing happens.
     """
     global _STARTING
     if not _IN_MAIN:
@@ -220,15 +221,33 @@ def main() -> None:
     printed as one ``Error:`` line and a ``Hint:`` line and exit 2. SIGTERM is turned into an
     exit (143) that unwinds like Ctrl-C (130), so temporary output files are removed.
     Under GitHub Actions stdout and stderr are guarded: no user text starts a workflow command.
+    As the program's entry point it pauses the cyclic garbage collector until the command starts
+    (:func:`settle_gc`), and resumes it on the way out whatever happened.
     """
+    global _IN_MAIN, _STARTING
+    paused = _is_entry_point() and gc.isenabled()
+    if paused:  # resumed by settle_gc when the command starts
+        _IN_MAIN = _STARTING = True
+        gc.disable()
+    try:
+        _main()
+    finally:
+        if paused:
+            if _STARTING:  # the command never started (a usage error): resume the collector here
+                gc.enable()
+            _IN_MAIN = _STARTING = False
+
+
+def _is_entry_point() -> bool:
+    """True when ``main`` is this program's entry point (``python -m kvplan``, the ``kvplan`` script: their
+    ``__main__`` module imported it), not a call from a library, a test or another program."""
+    return getattr(sys.modules.get("__main__"), "main", None) is main
+
+
+def _main() -> None:
     import signal
 
     from kvplan.textsafe import guarded
-
-    global _IN_MAIN, _STARTING
-    if gc.isenabled():  # resumed by settle_gc when the command starts
-        _IN_MAIN = _STARTING = True
-        gc.disable()
 
     sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)
     try:

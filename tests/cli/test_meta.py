@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from ..conftest import ROOT
 
 
@@ -93,11 +95,13 @@ def test_numpy_starts_with_one_openblas_thread_unless_the_user_says():
     assert _openblas_threads_seen({**env, "OPENBLAS_NUM_THREADS": "4"}) == ("4", "False")
 
 
-def _gc_during_command(argv: list[str]) -> list[str]:
-    """(collector enabled, objects frozen) when the command's callback starts and when main() has finished."""
+def _gc_during_command(argv: list[str], entry: bool = True) -> str:
+    """(collector enabled, objects frozen) before main(), when the command's callback starts and after main();
+    ``entry``: main() is the program's entry point (its ``__main__`` imported it, as ``python -m kvplan`` does)."""
     probe = (
         "import functools, gc, io, contextlib, sys\n"
         "import kvplan.cli as cli, kvplan.cli.size as size, kvplan.cli.sweep as sweep\n"
+        f"{'from kvplan.cli import main' if entry else 'main = None'}\n"
         "seen = []\n"
         "def spy(real):\n"
         "    @functools.wraps(real)\n"
@@ -113,7 +117,7 @@ def _gc_during_command(argv: list[str]) -> list[str]:
         "    try:\n"
         "        cli.main()\n"
         "    except SystemExit as exc:\n"
-        "        assert exc.code == 0, exc.code\n"
+        "        assert exc.code == (2 if sys.argv[1] == '--bad-flag' else 0), exc.code\n"
         "seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
         "print(seen)\n"
     )
@@ -122,16 +126,21 @@ def _gc_during_command(argv: list[str]) -> list[str]:
 
 
 def test_main_pauses_the_collector_for_start_up_only(tmp_path):
-    """main() pauses the cyclic collector while it starts; each command runs with it on again, the start-up's
-    objects frozen (gc.freeze); the library and test callers (no main) are left as they are."""
-    from kvplan.cli import pause_gc, settle_gc
+    """main() as the entry point pauses the cyclic collector while it starts; each command runs with it on again,
+    the start-up's objects frozen (gc.freeze); a library, test or other program calling main() is left as it is."""
+    from kvplan.cli import main, pause_gc, settle_gc
 
     before = (gc.isenabled(), gc.get_freeze_count())
     pause_gc()
     settle_gc()
     assert (gc.isenabled(), gc.get_freeze_count()) == before      # not under main(): nothing happens
-    assert _gc_during_command(["size", "llama-3.1-8b", "--seq", "8k", "--format", "json"]) == \
-        "[(True, False), (True, True), (True, True)]"
+    size = ["size", "llama-3.1-8b", "--seq", "8k", "--format", "json"]
+    assert _gc_during_command(size) == "[(True, False), (True, True), (True, True)]"
+    assert _gc_during_command(size, entry=False) == "[(True, False), (True, False), (True, False)]"
+    assert _gc_during_command(["--bad-flag"]) == "[(True, False), (True, False)]"   # a usage error: resumed on exit
+    with pytest.raises(SystemExit):
+        main()  # called by a test: never paused, nothing frozen
+    assert (gc.isenabled(), gc.get_freeze_count()) == before
     grid = tmp_path / "grid.yaml"
     grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: [1024, 2048]\nbatch: [1, 8]\n")
     out = tmp_path / "out.csv"
