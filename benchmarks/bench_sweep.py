@@ -81,11 +81,9 @@ def _stage_child(path: Path, out: Path) -> None:
     """One pass of the Parquet path's stages in this (fresh) process; prints their CPU seconds as JSON."""
     import json
 
-    import pyarrow.parquet as pq
-
     from kvplan.plans.check.sweep import sweep_stream
-    from kvplan.plans.check.sweep_format import ColumnCache, arrow_schema, block_table
-    from kvplan.plans.check.sweep_write import parquet_options
+    from kvplan.plans.check.sweep_format import ColumnCache, block_table
+    from kvplan.plans.check.sweep_write import parquet_schema, parquet_writer
 
     c0 = time.process_time()
     stream = sweep_stream(path)
@@ -93,13 +91,14 @@ def _stage_child(path: Path, out: Path) -> None:
     c1 = time.process_time()
     blocks = list(stream)
     c2 = time.process_time()
-    schema = arrow_schema(stream.column_names)
+    schema = parquet_schema(stream)  # the command's schema (nullable cache columns only where it has them)
     cache = ColumnCache()  # as the command's writer shares repeated columns between blocks
     tables = [block_table(block, schema, cache) for block in blocks]
     c3 = time.process_time()
-    with pq.ParquetWriter(out, schema, **parquet_options(stream.column_names)) as writer:
-        for table in tables:
-            writer.write_table(table)
+    writer = parquet_writer(str(out), schema, stream.column_names)
+    for table in tables:
+        writer.write_table(table)
+    writer.close()
     c4 = time.process_time()
     print(json.dumps({"rows": sum(b.rows for b in blocks), "setup": c1 - c0, "evaluation": c2 - c1,
                       "tables": c3 - c2, "encoder": c4 - c3}))

@@ -16,6 +16,8 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
                                  decode η_attn(batch per rank, context); prefill η_attn(prompt)
     LM head                      W_lm / tp, 2 V h rows_a / tp                       η_gemm(M = rows_a)
     t_op = SOL_op / η_op(size)   (table curve), or max(bytes/(BW η_mem), FLOPs/(peak η_flops)) (card)
+    η_gemm of a group: its GEMMs (QKV, O; gate_up, down, shared experts: kvplan.calc.shapes) each at its own
+                 per-GPU (N, K), combined 1 / Σ f_g / η_g(M) by SOL share (kvplan.calc.gemm_grid)
     comm = (2L + 1) all-reduce(n_a h 2 B) over tp                       when tp > 1
          + L_moe (dispatch + combine)(n / (tp dp) tokens per rank) over ep   EP (kvplan.calc.alltoall:
            FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)

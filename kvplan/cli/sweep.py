@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kvplan.cli import pause_gc, settle_gc
 from kvplan.cli.options import (CardsOpt, SweepOutputOpt, cards_dirs, note)
 from kvplan.errors import InputError
 
@@ -71,6 +72,7 @@ def sweep_command(
     cards: CardsOpt = None,
 ) -> None:
     """Evaluate size and fit (and decode latency) at every grid point, vectorised; one row per point."""
+    pause_gc()  # until the set-up is done (settle_gc below)
     from kvplan.plans.check.sweep import load_grid, sweep_stream
     from kvplan.plans.check.sweep_write import output_format, write_sweep
 
@@ -81,6 +83,7 @@ def sweep_command(
     if result.empty():
         reasons = "; ".join(r for r, _ in result.skipped[:MAX_LISTED_REASONS])
         raise InputError(f"no valid point in {grid}: {reasons}", "fix the grid (see the reasons), or pass fewer values")
+    settle_gc()  # imports, cards and the first block are done: later collections need not walk them
     if output is not None:
         _one_malloc_arena()
     progress = _Progress(f"evaluating and writing {spec.points:,} points")

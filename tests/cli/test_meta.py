@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from ..conftest import ROOT
 
@@ -90,6 +93,80 @@ def test_numpy_starts_with_one_openblas_thread_unless_the_user_says():
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     assert _openblas_threads_seen(env) == ("1", "False")  # set before numpy is first imported
     assert _openblas_threads_seen({**env, "OPENBLAS_NUM_THREADS": "4"}) == ("4", "False")
+
+
+def _gc_during_command(argv: list[str], entry: bool = True) -> str:
+    """(collector enabled, objects frozen) before main(), when the command's callback starts and after main();
+    ``entry``: main() is the program's entry point (its ``__main__`` imported it, as ``python -m kvplan`` does)."""
+    probe = (
+        "import functools, gc, io, contextlib, sys\n"
+        "import kvplan.cli as cli, kvplan.cli.size as size, kvplan.cli.sweep as sweep\n"
+        f"{'from kvplan.cli import main' if entry else 'main = None'}\n"
+        "seen = []\n"
+        "def spy(real):\n"
+        "    @functools.wraps(real)\n"
+        "    def probe(*a, **k):\n"
+        "        seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        "        return real(*a, **k)\n"
+        "    return probe\n"
+        "size.size_command = spy(size.size_command)\n"
+        "sweep.sweep_command = spy(sweep.sweep_command)\n"
+        "seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        f"sys.argv = {['kvplan', *argv]!r}\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        "        cli.main()\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == (2 if sys.argv[1] == '--bad-flag' else 0), exc.code\n"
+        "seen.append((gc.isenabled(), gc.get_freeze_count() > 0))\n"
+        "print(seen)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_main_pauses_the_collector_for_start_up_only(tmp_path):
+    """main() as the entry point pauses the cyclic collector while it starts; each command runs with it on again,
+    the start-up's objects frozen (gc.freeze); a library, test or other program calling main() is left as it is."""
+    from kvplan.cli import main, pause_gc, settle_gc
+
+    before = (gc.isenabled(), gc.get_freeze_count())
+    pause_gc()
+    settle_gc()
+    assert (gc.isenabled(), gc.get_freeze_count()) == before      # not under main(): nothing happens
+    size = ["size", "llama-3.1-8b", "--seq", "8k", "--format", "json"]
+    assert _gc_during_command(size) == "[(True, False), (True, True), (True, True)]"
+    assert _gc_during_command(size, entry=False) == "[(True, False), (True, False), (True, False)]"
+    assert _gc_during_command(["--bad-flag"]) == "[(True, False), (True, False)]"   # a usage error: resumed on exit
+    with pytest.raises(SystemExit):
+        main()  # called by a test: never paused, nothing frozen
+    assert (gc.isenabled(), gc.get_freeze_count()) == before
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: [1024, 2048]\nbatch: [1, 8]\n")
+    out = tmp_path / "out.csv"
+    assert _gc_during_command(["sweep", str(grid), "-o", str(out)]) == "[(True, False), (True, True), (True, True)]"
+    assert len(out.read_text().splitlines()) == 5
+
+
+def test_parquet_sweep_does_not_import_pyarrow_parquet_or_its_filesystems(tmp_path):
+    """The sweep writes Parquet through the core writer: pyarrow.parquet and pyarrow.fs (S3, TLS) stay unloaded."""
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nseq: [1024]\nbatch: [1, 2]\n")
+    out = tmp_path / "out.parquet"
+    probe = (
+        "import sys, io, contextlib\n"
+        "import kvplan.cli as cli\n"
+        f"sys.argv = ['kvplan', 'sweep', {str(grid)!r}, '-o', {str(out)!r}]\n"
+        "with contextlib.redirect_stderr(io.StringIO()):\n"
+        "    try:\n"
+        "        cli.main()\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code == 0, exc.code\n"
+        "print('pyarrow' in sys.modules, 'pyarrow.parquet' in sys.modules, 'pyarrow.fs' in sys.modules)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["True", "False", "False"]
+    assert out.read_bytes()[:4] == b"PAR1"
 
 
 def test_every_command_is_documented_in_the_readme():

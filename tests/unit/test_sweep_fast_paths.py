@@ -12,7 +12,7 @@ from kvplan.calc.roofline import decode_step
 from kvplan.plans.check.sweep import Grid, _deployment, _product, sweep, sweep_stream
 from kvplan.plans.check.sweep_format import (CACHE_COLUMNS, LATENCY_COLUMNS, NULLABLE_COLUMNS, SCALAR_COLUMNS,
                                              arrow_schema)
-from kvplan.plans.check.sweep_write import write_sweep
+from kvplan.plans.check.sweep_write import parquet_options, parquet_schema, parquet_writer, write_sweep
 from kvplan.plans.sizing.latency_ops import load_tables
 from kvplan.plans.sizing.perfmodel import operator_model
 
@@ -105,3 +105,43 @@ def test_cache_columns_are_required_when_every_combination_has_kv_memory(tmp_pat
         frame = pq.read_table(out).to_pandas()
         assert frame["decode_step_s"].isna().any() and frame["num_blocks"].notna().all()
         assert str(pq.read_table(out).schema.field("num_blocks").type) == "int64"
+
+
+@pytest.mark.parametrize("models, hardware, gaps", [(["llama-3.1-8b"], "h100-sxm", False),
+                                                    (["llama-3.1-8b", "llama-3.1-70b"], "l40s", True)])
+def test_parquet_schema_is_the_written_files(tmp_path, models, hardware, gaps):
+    """What benchmarks build their tables with is the file's own schema (cache columns nullable only with gaps)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    grid = Grid(models=models, hardware=[hardware], seq=[1024, 131072], batch=[1, 4096])
+    schema = parquet_schema(sweep_stream(grid))
+    assert {schema.field(c).nullable for c in CACHE_COLUMNS} == {gaps}
+    assert all(schema.field(c).nullable for c in LATENCY_COLUMNS) and not schema.field("seq_len").nullable
+    out = tmp_path / "sweep.parquet"
+    write_sweep(sweep_stream(grid), out)
+    assert pq.read_schema(out).remove_metadata().equals(schema)
+    assert parquet_schema(sweep(grid)).equals(schema)
+
+
+def test_parquet_writer_writes_pyarrow_parquets_file_byte_for_byte(tmp_path):
+    """The core writer the sweep uses, with the wrapper's own arguments, writes what pyarrow.parquet's
+    ParquetWriter writes with the same options: the same bytes."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from kvplan.plans.check.sweep_format import ColumnCache, block_table
+
+    grid = Grid(models=["llama-3.1-8b", "llama-3.1-70b"], hardware=["l40s"], seq=[1024, 2048, 131072], batch=[1, 3])
+    result = sweep(grid)
+    schema = parquet_schema(result)
+    tables = [block_table(block, schema, ColumnCache()) for block in result.blocks]
+    core, wrapped = tmp_path / "core.parquet", tmp_path / "wrapped.parquet"
+    writer = parquet_writer(str(core), schema, result.column_names)
+    for table in tables:
+        writer.write_table(table)
+    writer.close()
+    with pq.ParquetWriter(wrapped, schema, **parquet_options(result.column_names)) as reference:
+        for table in tables:
+            reference.write_table(table)
+    assert core.read_bytes() == wrapped.read_bytes()
+    out = tmp_path / "command.parquet"
+    write_sweep(sweep(grid), out)
+    assert out.read_bytes() == wrapped.read_bytes()
+    assert pq.ParquetFile(core).metadata.num_row_groups == len(tables) == 2

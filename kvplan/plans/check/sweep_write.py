@@ -206,17 +206,50 @@ def parquet_options(names: list[str]) -> dict:
             "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS if name in names}}
 
 
-def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
-    """Blocks as row groups; the cache columns are nullable only when some combination has no KV memory."""
-    import pyarrow.parquet as pq
+def parquet_schema(result: SweepResult):
+    """The Parquet file's Arrow schema: the cache columns are nullable only when some combination has no KV memory.
 
-    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, ColumnCache, arrow_schema, block_table
+    A :class:`SweepStream` is checked first (``empty()``: every combination is checked, so whether
+    any has no KV memory is known).
+    """
+    from kvplan.plans.check.sweep_format import CACHE_COLUMNS, NULLABLE_COLUMNS, arrow_schema
 
     if isinstance(result, SweepStream):
-        result.empty()  # every combination checked: whether any has no KV memory is known
+        result.empty()
     nullable = NULLABLE_COLUMNS if result.has_cache_gaps() else NULLABLE_COLUMNS - frozenset(CACHE_COLUMNS)
-    schema = arrow_schema(result.column_names, nullable)
+    return arrow_schema(result.column_names, nullable)
+
+
+# What pyarrow.parquet.ParquetWriter passes its core writer besides the options above (its defaults).
+WRITER_DEFAULTS = {"version": "2.6", "writer_engine_version": "V2", "data_page_version": "1.0",
+                   "use_compliant_nested_type": True, "use_deprecated_int96_timestamps": False, "store_schema": True}
+
+
+def parquet_writer(path: str, schema, names: list[str]):
+    """A Parquet file writer for ``path`` with :func:`parquet_options`.
+
+    The class ``pyarrow.parquet.ParquetWriter`` wraps, given the arguments that wrapper gives it
+    (``WRITER_DEFAULTS``): the same file, byte for byte (tests/unit/test_sweep_fast_paths.py), without
+    ``pyarrow.parquet``'s imports (``pyarrow.fs``, its S3 and TLS modules: ~11 ms of the sweep's
+    start-up, of ~12 ms for the module). The wrapper itself where the core class is not there.
+    """
+    options = {**WRITER_DEFAULTS, **parquet_options(names)}
+    try:
+        from pyarrow._parquet import ParquetWriter
+    except ImportError:  # pragma: no cover - a pyarrow without the module (none known)
+        from pyarrow.parquet import ParquetWriter
+    return ParquetWriter(path, schema, **options)
+
+
+def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
+    """Blocks as row groups, in the schema of :func:`parquet_schema`."""
+    from kvplan.plans.check.sweep_format import ColumnCache, block_table
+
+    schema = parquet_schema(result)
     cache = ColumnCache()
-    with pq.ParquetWriter(tmp, schema, **parquet_options(result.column_names)) as writer:
+    writer = parquet_writer(tmp, schema, result.column_names)
+    try:
         return _written(_pipelined(_blocks_of(result), lambda block: block_table(block, schema, cache)),
                         writer.write_table, progress, lambda d: max(result.rows, d))
+    finally:
+        writer.close()
