@@ -62,7 +62,9 @@ GEMM_NK = {
     (10240, 5120): "Qwen3-32B qkv TP1",
     (5120, 1024): "Qwen3-32B o TP8",
 }
-# vLLM and SGLang keep the common subset below (TensorRT-LLM, the engine of the fitting set, keeps all).
+# vLLM and SGLang keep the common subset below (TensorRT-LLM, the engine of the fitting set, keeps all). Every
+# backend also keeps the source grid points that bracket each shipped card's GEMMs (card_gemm_shapes), the
+# corners the reader interpolates between (kvplan/calc/gemm_grid.py).
 GEMM_NK_ALL_BACKENDS = [(6144, 4096), (4096, 4096), (768, 4096), (4096, 512), (3584, 4096), (10240, 8192),
                         (8192, 8192), (8192, 1024), (7168, 8192), (8192, 3584), (1536, 7168), (7168, 16384)]
 # (num_heads, num_kv_heads, head_dim) per GPU.
@@ -178,13 +180,52 @@ def kernel_id(table: str, gpu: str, be: str, ver: str, dt: str, kernel: str) -> 
     return entry[0]
 
 
+CARD_TPS = (1, 2, 4, 8)
+
+
+def card_gemm_shapes() -> set:
+    """Per-GPU (n, k) of every shipped model card's GEMMs at TP 1, 2, 4, 8: each layer group's GEMMs as the step
+    model prices them (kvplan.calc.shapes.Shapes.gemm_list: QKV, O, gate_up, down, shared experts, or the group's
+    representative shape) and the LM head (vocab / tp, hidden)."""
+    from kvplan.calc.cost import model_cost
+    from kvplan.calc.shapes import model_shapes
+    from kvplan.cards.loader import parse_card
+    from kvplan.cards.schema import ModelCard
+    from kvplan.engines import get_profile
+
+    shapes = set()
+    for path in sorted((Path(__file__).resolve().parents[1] / "model_cards").glob("*.yaml")):
+        card = parse_card(path, ModelCard)
+        split = model_shapes(card, model_cost(card, get_profile("vllm")))
+        for tp in CARD_TPS:
+            for kind in ("attention", "mlp"):
+                shapes.update((n, k) for _, n, k, _ in split.gemm_list(kind, tp))
+            shapes.add((card.vocab_size / tp, float(card.hidden_size)))
+    return shapes
+
+
+def bracketing_pairs(shapes, ns, ks) -> set:
+    """The source grid's (n, k) points around each shape: for each axis the grid value itself where measured, else
+    the two around it (a shape beyond the grid: the edge value), so the reader can interpolate between them."""
+    def around(x, grid):
+        grid = sorted(grid)
+        x = min(max(x, grid[0]), grid[-1])
+        if x in grid:
+            return [x]
+        hi = next(g for g in grid if g > x)
+        return [grid[grid.index(hi) - 1], hi]
+    return {(a, b) for n, k in shapes for a in around(n, ns) for b in around(k, ks)}
+
+
 def gemm(root, out, sources):
     rows = []
+    shapes = card_gemm_shapes()
     for gpu in GPUS:
         for be in BACKENDS:
-            pairs = set(GEMM_NK) if be == "trtllm" else set(GEMM_NK_ALL_BACKENDS)
+            named = set(GEMM_NK) if be == "trtllm" else set(GEMM_NK_ALL_BACKENDS)
 
             def keep(df):
+                pairs = named | bracketing_pairs(shapes, set(df.n.unique().tolist()), set(df.k.unique().tolist()))
                 nk = df[["n", "k"]].apply(tuple, axis=1).isin(pairs)
                 return df[nk & df.m.isin(POW2_M)].sort_values(["gemm_dtype", "n", "k", "m"])
 

@@ -16,6 +16,8 @@ ranks of tp GPUs each; MoE layers run expert-parallel over ``ep = tp × dp`` GPU
                                  decode η_attn(batch per rank, context); prefill η_attn(prompt)
     LM head                      W_lm / tp, 2 V h rows_a / tp                       η_gemm(M = rows_a)
     t_op = SOL_op / η_op(size)   (table curve), or max(bytes/(BW η_mem), FLOPs/(peak η_flops)) (card)
+    η_gemm of a group: its GEMMs (QKV, O; gate_up, down, shared experts: kvplan.calc.shapes) each at its own
+                 per-GPU (N, K), combined 1 / Σ f_g / η_g(M) by SOL share (kvplan.calc.gemm_grid)
     comm = (2L + 1) all-reduce(n_a h 2 B) over tp                       when tp > 1
          + L_moe (dispatch + combine)(n / (tp dp) tokens per rank) over ep   EP (kvplan.calc.alltoall:
            FP8 dispatch, BF16 combine, DeepEP normal kernels in prefill, low-latency in decode)
@@ -58,7 +60,7 @@ from kvplan.calc.alltoall import ep_alltoall_s
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, distinct_values
 from kvplan.calc.moe import experts_touched
 from kvplan.calc.roofline import ACTIVATION_BYTES, Machine, ModelCost, PassCost, allreduce_s
-from kvplan.cards.schema import ModelCard
+from kvplan.calc.shapes import Linear, Shapes, model_shapes
 
 OP_NAMES = ("attention_gemms", "mlp_gemms", "expert_gemms", "attention", "lm_head")
 OP_LABELS = {"attention_gemms": "attention GEMMs (QKV, O)", "mlp_gemms": "dense MLP GEMMs",
@@ -85,60 +87,6 @@ class Parallel:
 
     def gpus(self):
         return np.asarray(self.tp, dtype=np.float64) * np.asarray(self.dp, dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class Shapes:
-    """How a model's always-read parameters split into GEMMs (whole model, one copy)."""
-
-    attention_params: float
-    mlp_params: float
-    layers: float
-    hidden: int
-    shared_params: float = 0.0      # the shared experts' part of mlp_params (MoE layers' always-read MLP)
-
-    def gemm_nk(self, kind: str, tp):
-        """(N, K) of the representative GEMM of ``kind`` per GPU: K = hidden, N = params / layer / hidden / tp."""
-        params = self.attention_params if kind == "attention" else self.mlp_params
-        n = params / max(self.layers, 1.0) / self.hidden / np.asarray(tp, dtype=np.float64)
-        return n, float(self.hidden)
-
-
-def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
-    """Split the always-read matmul parameters into attention projections and MLPs.
-
-    Attention (full / sliding layers): ``hidden × (h d + 2 kv d) + h d_v × hidden`` per layer
-    (QKV and O). Other attention kinds (MLA, linear) take the remainder after the dense MLPs
-    ``(L − L_moe) × 3 × hidden × intermediate`` and shared experts ``L_moe × shared × P_e``.
-    The split only picks each GEMM's shape for its efficiency; bytes and FLOPs are the totals.
-    """
-    other = cost.dense_params_per_token
-    attention = 0.0
-    geometric = True
-    for g in card.layer_groups:
-        if g.kind in ("full", "sliding"):
-            heads = g.num_heads or card.num_attention_heads
-            kv = g.num_kv_heads or heads
-            d = g.head_dim or card.hidden_size // card.num_attention_heads
-            dv = g.v_head_dim or d
-            attention += g.count * card.hidden_size * (heads * d + kv * d + kv * dv + heads * dv)
-        else:
-            geometric = False
-    moe = card.moe
-    shared = moe.num_moe_layers * moe.num_shared_experts * moe.expert_params if moe else 0.0
-    if geometric:
-        attention = min(attention, other)
-        mlp = other - attention
-    else:
-        moe = card.moe
-        dense_layers = card.num_layers - (moe.num_moe_layers if moe else 0)
-        mlp = 3.0 * card.hidden_size * (card.intermediate_size or 0) * dense_layers
-        if moe:
-            mlp += moe.num_moe_layers * moe.num_shared_experts * moe.expert_params
-        mlp = min(mlp, other)
-        attention = other - mlp
-    return Shapes(attention_params=float(attention), mlp_params=float(mlp), layers=float(card.num_layers),
-                  hidden=card.hidden_size, shared_params=float(min(shared, mlp)))
 
 
 @dataclass(frozen=True)
@@ -440,6 +388,6 @@ def op_times(passcost: PassCost) -> dict[str, np.ndarray]:
     return {name: t[i] for i, name in enumerate(OP_NAMES)}
 
 
-__all__ = ["OP_NAMES", "OP_LABELS", "Parallel", "Shapes", "model_shapes", "OperatorEfficiencies", "operator_pass",
+__all__ = ["OP_NAMES", "OP_LABELS", "Parallel", "Linear", "Shapes", "model_shapes", "OperatorEfficiencies", "operator_pass",
            "PassTimes", "eager_dispatch_s", "eager_decode_s", "host_bound",
            "alltoall_hierarchical_s", "op_times", "padded_batch", "ByTP", "Curve", "Flat", "Grid"]

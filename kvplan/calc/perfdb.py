@@ -11,8 +11,9 @@ with the same byte and FLOP counts the step model charges for that operator, so 
 shape the model reproduces the measured latency exactly; between measured sizes η is linear in
 log(size) (:class:`kvplan.calc.efficiency.Curve`), outside it is clamped and the command says so.
 
-- GEMM (``gemm.csv``): bytes = weights ``n k w``; FLOPs ``2 m n k``; curve over m for the
-  measured (n, k) pair nearest the operator's per-GPU shape in log space.
+- GEMM (``gemm.csv``): bytes = weights ``n k w``; FLOPs ``2 m n k``; curve over m at the operator's
+  per-GPU (n, k), bilinear in (log n, log k) between the measured pairs around it (:mod:`kvplan.calc.gemm_grid`;
+  the nearest measured pair where none bracket it); a layer group's GEMMs combine harmonically by their SOL.
 - MoE (``moe.csv``): bytes = touched local experts ``(E/ep)(1 − (1 − k/E)^T) × 3 h i/tp × w``;
   FLOPs ``6 T k h i / (tp ep)``; curve over tokens T for the nearest measured model shape,
   (tp, ep) and the power-law routing the collector synthesises (``power_law_1.01``).
@@ -29,7 +30,6 @@ Only numpy and the csv module; tables are read on first use and cached.
 
 from __future__ import annotations
 
-import csv
 import functools
 import math
 from dataclasses import dataclass, field
@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan.calc import gemm_grid
+from kvplan.calc.perfcsv import read_columns
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, distinct_values, nearest_index
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
@@ -50,29 +52,11 @@ BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "
          "w4a8_mxfp4_mxfp8": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "sq": 1.0}
 PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
               "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "int8_wo": "bf16", "int4_wo": "bf16", "sq": "int8"}
-NUMERIC = {"m", "n", "k", "batch", "context_tokens", "isl_tokens", "num_heads", "num_kv_heads", "head_dim",
-           "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp", "moe_ep", "num_gpus",
-           "message_bytes", "latency_s", "tp_size"}
-
-
-def _read(path: Path, gpu: str | None = None) -> dict[str, np.ndarray]:
-    """Columns of a table; with ``gpu``, only that GPU's rows (lines are filtered before parsing)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    body = lines[1:] if gpu is None else [line for line in lines[1:] if line.startswith(gpu + ",")]
-    reader = csv.reader([lines[0], *body])
-    header = next(reader)
-    rows = list(reader)
-    cols = list(zip(*rows)) if rows else [[] for _ in header]
-    out = {}
-    for name, values in zip(header, cols):
-        if name in NUMERIC:
-            try:
-                out[name] = np.array(values).astype(np.float64)      # C-level parse; empty cells below
-            except ValueError:
-                out[name] = np.array([float(v) if v else math.nan for v in values], dtype=np.float64)
-        else:
-            out[name] = np.array(values, dtype=object)
-    return out
+def _read(path: Path, gpu: str | None = None, backend: str | None = None, data: bytes | None = None,
+          dtype: str | None = None) -> dict:
+    """Columns of a table; with ``gpu`` (, ``backend``, ``dtype``), only those rows (:func:`perfcsv.read_columns`)."""
+    prefix = None if gpu is None else f"{gpu}," + (f"{backend}," if backend else "")
+    return read_columns(path, prefix, data, dtype if backend and gpu else None)
 
 
 # Cards without tables of their own that run on a measured GPU's tables (same die and HBM): the
@@ -92,11 +76,31 @@ class PerfTables:
     extra: tuple[Path, ...] = ()
     _cache: dict = field(default_factory=dict)
 
-    def table(self, name: str, gpu: str | None = None) -> dict[str, np.ndarray] | None:
-        """One table's columns: ``root``'s file, then each ``extra`` directory's rows (same header) appended."""
-        key = (name, gpu)
+    def raw(self, name: str) -> list[tuple[Path, bytes]]:
+        """Each directory's ``name.csv`` as bytes (read once): a command reads its GPU's rows out of them."""
+        if ("raw", name) not in self._cache:
+            self._cache[("raw", name)] = [(d / f"{name}.csv", (d / f"{name}.csv").read_bytes())
+                                          for d in (self.root, *self.extra) if (d / f"{name}.csv").exists()]
+        return self._cache[("raw", name)]
+
+    def backends(self, name: str, gpu: str) -> set[str]:
+        """The backends that have rows of ``gpu`` in table ``name`` (a byte search, nothing parsed)."""
+        found = set()
+        for _, data in self.raw(name):
+            key = f"\n{gpu},".encode()
+            first, last = data.find(key), data.rfind(key)      # the GPU's block: its first to its last line
+            block = data[first:data.find(b"\n", last + 1)] if first >= 0 else b""
+            found |= {b for b in ("trtllm", "vllm", "sglang", "aiter") if key + f"{b},".encode() in block}
+        return found
+
+    def table(self, name: str, gpu: str | None = None, backend: str | None = None,
+              dtype: str | None = None) -> dict[str, np.ndarray] | None:
+        """One table's columns: ``root``'s file, then each ``extra`` directory's rows (same header) appended;
+        with ``gpu`` (, ``backend``; ``dtype`` in the GEMM table), only those rows."""
+        dtype = dtype if name == "gemm" and backend and gpu else None
+        key = (name, gpu) if backend is None or gpu is None else (name, gpu, backend, dtype)
         if key not in self._cache:
-            parts = [_read(d / f"{name}.csv", gpu) for d in (self.root, *self.extra) if (d / f"{name}.csv").exists()]
+            parts = [_read(path, gpu, backend, data, dtype) for path, data in self.raw(name)]
             parts = [p for p in parts if len(next(iter(p.values()), []))]
             out = None
             if parts:
@@ -116,7 +120,7 @@ class PerfTables:
         return str(gpus["gpu"][hit[0]]) if hit.size else None
 
     def select(self, name: str, **equal) -> dict[str, np.ndarray] | None:
-        t = self.table(name, equal.get("gpu"))
+        t = self.table(name, equal.get("gpu"), equal.get("backend"), equal.get("dtype"))
         if t is None:
             return None
         mask = np.ones(len(t["latency_s"]), dtype=bool)
@@ -127,10 +131,7 @@ class PerfTables:
         return {k: v[mask] for k, v in t.items()}
 
     def backend(self, name: str, gpu: str, engine: str, **equal) -> tuple[str, dict] | tuple[None, None]:
-        """The engine's own rows where measured, else TensorRT-LLM's, else any backend's."""
-        t = self.table(name, gpu)
-        if t is None:
-            return None, None
+        """The engine's own rows where measured, else TensorRT-LLM's, else any backend's (read one by one)."""
         for b in dict.fromkeys([engine, "trtllm", "vllm", "sglang", "aiter"]):
             rows = self.select(name, gpu=gpu, backend=b, **equal)
             if rows is not None:
@@ -162,14 +163,6 @@ def _nearest_rows(rows: dict, keys: tuple[str, ...], target: tuple[float, ...]) 
     return {k: v[mask] for k, v in rows.items()}
 
 
-def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
-               peak: float) -> Curve | None:
-    key = ("gemm_curve", gpu, engine, dtype, n, k, bw, peak)  # curves are frozen: one per shape and GPU
-    if key not in tables._cache:
-        tables._cache[key] = _gemm_curve(tables, gpu, engine, dtype, n, k, bw, peak)
-    return tables._cache[key]
-
-
 # GEMM dtypes a GPU's tables do not hold, read from the rows of a measured dtype with the same operand width and
 # the same dense peak on that GPU: (gpu, dtype) -> (stand-in dtype, why). MI300X per-tensor FP8 (vLLM's ROCm FP8
 # linears: hipBLASLt torch._scaled_mm / wvSplitKQ, no public MI300X timing at these shapes) reads AMD's int8 W8A8
@@ -181,8 +174,10 @@ DTYPE_STAND_INS = {
 }
 
 
-def _gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
-                peak: float) -> Curve | None:
+@_memo   # curves are frozen: one per shape and GPU
+def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
+               peak: float) -> Curve | None:
+    """η(m) of one GEMM at its per-GPU (n, k) (:func:`kvplan.calc.gemm_grid.measured_curve`)."""
     backend, rows = tables.backend("gemm", gpu, engine, dtype=dtype)
     read_as, why = dtype, ""
     if rows is None and (gpu, dtype) in DTYPE_STAND_INS:
@@ -190,13 +185,22 @@ def _gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float,
         backend, rows = tables.backend("gemm", gpu, engine, dtype=read_as)
     if rows is None:
         return None
-    rows = _nearest_rows(rows, ("n", "k"), (n, k))
-    m, nn, kk = rows["m"], rows["n"], rows["k"]
-    # the query's bytes per weight and peak: a stand-in dtype has the same width and peak (DTYPE_STAND_INS)
-    sol = np.maximum(nn * kk * BYTES.get(dtype, 2.0) / bw, 2 * m * nn * kk / peak)
-    nk = f"n={nn[0]:g}, k={kk[0]:g}"
     label = read_as if read_as == dtype else f"{read_as} (for {dtype}: {why})"
-    return _curve(m, sol, rows["latency_s"], f"{backend} {rows['backend_version'][0]} {label} GEMM {nk}")
+    head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} {label} GEMM"
+    # the query's bytes per weight and peak: a stand-in dtype has the same width and peak (DTYPE_STAND_INS)
+    return gemm_grid.measured_curve(rows, n, k, BYTES.get(dtype, 2.0), bw, peak, head)
+
+
+@_memo
+def group_gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, gemms: tuple, bw: float,
+                     peak: float) -> Curve | None:
+    """η(m) of a layer group's GEMMs run at one m, ``gemms`` its (label, n, k, weight) per GPU
+    (:meth:`kvplan.calc.shapes.Shapes.gemm_list`): each GEMM's :func:`gemm_curve`, combined as
+    ``1 / Σ f_g / η_g(m)`` (:func:`kvplan.calc.gemm_grid.group_curve`); None where any has no rows."""
+    curves = [gemm_curve(tables, gpu, engine, dtype, float(n), float(k), bw, peak) for _, n, k, _ in gemms]
+    if any(c is None for c in curves) or len(curves) == 1:
+        return curves[0] if len(curves) == 1 else None
+    return gemm_grid.group_curve([(g[3], c) for g, c in zip(gemms, curves)], gemm_grid.group_source(gemms, curves))
 
 
 def _curve(sizes, sol, latency, source) -> Curve | None:
@@ -459,8 +463,7 @@ ORIGIN_NOTES = {"aiter": ("AMD ROCm/aiter tuned-kernel timings, kvplan/data/perf
 
 def origin(tables: PerfTables, gpu: str) -> tuple[str, str | None]:
     """(label, note) of whoever measured ``gpu``'s GEMM rows: aiconfigurator's by default."""
-    t = tables.table("gemm", gpu)
-    backends = set(t["backend"].tolist()) if t is not None else set()
+    backends = tables.backends("gemm", gpu)
     for backend, found in ORIGIN_NOTES.items():
         if backends == {backend}:
             return found
@@ -488,6 +491,6 @@ def load_default() -> PerfTables | None:
     return PerfTables(DATA, tuple(DATA / d for d in EXTRA)) if (DATA / "gemm.csv").exists() else None
 
 
-__all__ = ["PerfTables", "load_default", "origin", "coverage", "gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
+__all__ = ["PerfTables", "load_default", "origin", "coverage", "gemm_curve", "group_gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
            "STAND_INS", "DTYPE_STAND_INS"]

@@ -72,7 +72,7 @@ ENGINE_PERF: dict[str, EnginePerf] = {
         None, "vLLM's max_num_seqs default depends on version, entry point and GPU; pass --max-num-seqs",
         host_work="vLLM publishes no per-step host time for its V1 engine (the v0.6.0 performance post gives "
         "shares of the run, not times): none is charged beyond the kernel-launch floor, and the batch-1 "
-        "validation rows leave 0.6–1.6 ms per step unexplained (docs/validation.md §e); pass --step-overhead"),
+        "validation rows leave 0.5–1.4 ms per step unexplained (docs/validation.md §e); pass --step-overhead"),
     "sglang": EnginePerf(
         "sglang", (), "SGLang's captured batch sizes depend on the GPU and version (--cuda-graph-bs, "
         "--cuda-graph-max-bs); not modelled: decode batches run unpadded",
@@ -454,9 +454,8 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     gemm_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype)
     effs = {}
     for kind in ("attention", "mlp"):
-        n, k = shapes.gemm_nk(kind, tp)
-        effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.gemm_curve(tables, gpu, engine, gemm_dtype, float(n), k, bw,
-                                                                       peak_of(gemm_dtype)))
+        effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.group_gemm_curve(    # each GEMM at its own (n, k)
+            tables, gpu, engine, gemm_dtype, shapes.gemm_list(kind, tp), bw, peak_of(gemm_dtype)))
     effs["lm_head"] = pick("LM head", perfdb.gemm_curve(tables, gpu, engine, "bf16", card.vocab_size / tp,
                                                         card.hidden_size, bw, peak_of("bf16")))
     if cost.is_moe:

@@ -1,0 +1,165 @@
+"""How a model's always-read parameters split into GEMMs, per layer group, for the per-operator step model.
+
+The step model (:mod:`kvplan.calc.operators`) charges each group's bytes and FLOPs as totals
+(``attention_params``, ``mlp_params``); the GEMMs listed here only decide the group's efficiency: each
+measured at its own per-GPU shape (N, K) and combined by its share of the group's work
+(:func:`kvplan.calc.gemm_grid.group_curve`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvplan.calc.roofline import ModelCost
+from kvplan.cards.schema import ModelCard
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One kind of linear layer, whole model: ``out × in`` features in each of ``layers`` layers.
+
+    Per GPU under tensor parallelism ``tp`` (Megatron / vLLM): column-parallel ``n = out / tp``, ``k = in``;
+    row-parallel ``n = out``, ``k = in / tp``. A fused QKV projection adds ``max(kv_heads / tp, 1) × kv_width``
+    output features to its query part ``out / tp``: vLLM's ``QKVParallelLinear`` replicates the KV heads when
+    there are fewer than ``tp`` (``num_kv_heads = max(1, total_kv_heads // tp)``).
+    """
+
+    label: str
+    out_features: float
+    in_features: float
+    split: str              # "column" | "row"
+    layers: float
+    kv_heads: float = 0.0   # QKV only: the KV heads (replicated below one per GPU) and their width d + d_v
+    kv_width: float = 0.0
+
+    def nk(self, tp: float) -> tuple[float, float]:
+        """(N, K) per GPU at tensor-parallel size ``tp``."""
+        if self.split == "row":
+            return float(self.out_features), float(self.in_features) / tp
+        kv = max(self.kv_heads / tp, 1.0) * self.kv_width if self.kv_heads else 0.0
+        return float(self.out_features) / tp + kv, float(self.in_features)
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """How a model's always-read parameters split into GEMMs (whole model, one copy).
+
+    ``attention_linears`` / ``mlp_linears``: each group's linear layers (:class:`Linear`) where the card
+    splits the group exactly; empty where it cannot (MLA, linear attention; an MoE model's routers and norms
+    without dense MLP or shared expert), and the group is then priced at one representative shape
+    (:meth:`gemm_nk`). Only each GEMM's share of the group's η changes with the list; bytes and FLOPs are
+    ``attention_params`` / ``mlp_params`` either way.
+    """
+
+    attention_params: float
+    mlp_params: float
+    layers: float
+    hidden: int
+    shared_params: float = 0.0      # the shared experts' part of mlp_params (MoE layers' always-read MLP)
+    attention_linears: tuple = ()
+    mlp_linears: tuple = ()
+
+    def gemm_nk(self, kind: str, tp):
+        """(N, K) of the representative GEMM of ``kind`` per GPU: K = hidden, N = params / layer / hidden / tp."""
+        params = self.attention_params if kind == "attention" else self.mlp_params
+        n = params / max(self.layers, 1.0) / self.hidden / np.asarray(tp, dtype=np.float64)
+        return n, float(self.hidden)
+
+    def gemm_list(self, kind: str, tp: int) -> tuple[tuple[str, float, float, float], ...]:
+        """The group's GEMMs per GPU at ``tp``: (label, N, K, weight = layers × N × K), the weight being each
+        GEMM's share of the group's bytes and FLOPs (both ∝ N K at one M). Equal shapes are merged; a group
+        the card cannot split is its one representative GEMM (:meth:`gemm_nk`), labelled ``representative``."""
+        linears = self.attention_linears if kind == "attention" else self.mlp_linears
+        if not linears:
+            n, k = self.gemm_nk(kind, tp)
+            return (("representative", float(n), float(k), 1.0),)
+        merged: dict = {}
+        for lin in linears:
+            n, k = lin.nk(float(tp))
+            label, w = merged.get((n, k), (lin.label, 0.0))
+            merged[(n, k)] = (label, w + lin.layers * n * k)
+        return tuple((label, n, k, w) for (n, k), (label, w) in merged.items())
+
+
+def _attention_linears(card: ModelCard) -> tuple:
+    """QKV (column-parallel, KV heads replicated below one per GPU) and O (row-parallel) of every full /
+    sliding layer group: ``hidden × (h d + kv (d + d_v))`` and ``h d_v × hidden`` (HF config shapes)."""
+    out = []
+    for g in card.layer_groups:
+        heads = g.num_heads or card.num_attention_heads
+        kv = g.num_kv_heads or heads
+        d = g.head_dim or card.hidden_size // card.num_attention_heads
+        dv = g.v_head_dim or d
+        out.append(Linear("QKV", heads * d, card.hidden_size, "column", g.count, kv, d + dv))
+        out.append(Linear("O", card.hidden_size, heads * dv, "row", g.count))
+    return tuple(out)
+
+
+def _mlp_linears(card: ModelCard, gated: bool) -> tuple:
+    """Dense MLP layers at ``intermediate_size`` and the shared experts at theirs (``S × P_e / (3 h)``):
+    gate_up (column, ``2 i`` gated, ``i`` not) and down (row, ``i``)."""
+    moe, h = card.moe, card.hidden_size
+    dense_layers = card.num_layers - (moe.num_moe_layers if moe else 0)
+    out = []
+    up = "gate_up" if gated else "up"
+    if dense_layers and card.intermediate_size:
+        i = card.intermediate_size
+        out += [Linear(up, (2 if gated else 1) * i, h, "column", dense_layers), Linear("down", h, i, "row", dense_layers)]
+    if moe and moe.num_shared_experts:
+        i = moe.num_shared_experts * moe.expert_params / (3 * h)
+        out += [Linear("shared gate_up", 2 * i, h, "column", moe.num_moe_layers),
+                Linear("shared down", h, i, "row", moe.num_moe_layers)]
+    return tuple(out)
+
+
+def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
+    """Split the always-read matmul parameters into attention projections and MLPs.
+
+    Attention (full / sliding layers): ``hidden × (h d + 2 kv d) + h d_v × hidden`` per layer
+    (QKV and O). Other attention kinds (MLA, linear) take the remainder after the dense MLPs
+    ``(L − L_moe) × 3 × hidden × intermediate`` and shared experts ``L_moe × shared × P_e``.
+    The split only picks each GEMM's shape for its efficiency; bytes and FLOPs are the totals.
+
+    Each group's GEMMs (:meth:`Shapes.gemm_list`): attention's QKV and O where every layer is full or
+    sliding (MLA and linear attention keep one representative shape: their projections are not split here);
+    the MLP's gate_up and down where the card gives the dense layers' ``intermediate_size`` (and the shared
+    experts'). Gated or not is what the card's parameter count says: with full / sliding attention the MLP
+    remainder is ``≈ 3 h i`` (SwiGLU: gate, up, down) or ``≈ 2 h i`` (OPT, Falcon: fc1, fc2) per dense layer,
+    whichever is nearer; MLA / linear-attention cards are split at ``3 h i`` (gated) as above.
+    """
+    other = cost.dense_params_per_token
+    attention = 0.0
+    geometric = True
+    for g in card.layer_groups:
+        if g.kind in ("full", "sliding"):
+            heads = g.num_heads or card.num_attention_heads
+            kv = g.num_kv_heads or heads
+            d = g.head_dim or card.hidden_size // card.num_attention_heads
+            dv = g.v_head_dim or d
+            attention += g.count * card.hidden_size * (heads * d + kv * d + kv * dv + heads * dv)
+        else:
+            geometric = False
+    moe = card.moe
+    shared = moe.num_moe_layers * moe.num_shared_experts * moe.expert_params if moe else 0.0
+    dense_layers = card.num_layers - (moe.num_moe_layers if moe else 0)
+    gated = True
+    if geometric:
+        attention = min(attention, other)
+        mlp = other - attention
+        per_hi = (mlp - shared) / max(card.hidden_size * (card.intermediate_size or 0) * dense_layers, 1)
+        gated = not (dense_layers and abs(per_hi - 2.0) < abs(per_hi - 3.0))
+    else:
+        mlp = 3.0 * card.hidden_size * (card.intermediate_size or 0) * dense_layers
+        if moe:
+            mlp += moe.num_moe_layers * moe.num_shared_experts * moe.expert_params
+        mlp = min(mlp, other)
+        attention = other - mlp
+    return Shapes(attention_params=float(attention), mlp_params=float(mlp), layers=float(card.num_layers),
+                  hidden=card.hidden_size, shared_params=float(min(shared, mlp)),
+                  attention_linears=_attention_linears(card) if geometric else (),
+                  mlp_linears=_mlp_linears(card, gated))
+
+
+__all__ = ["Linear", "Shapes", "model_shapes"]
