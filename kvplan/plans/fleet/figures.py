@@ -5,7 +5,7 @@ the per-operator pass by default, the roofline with ``--perf-model roofline``) a
 batch limits; the formulas are in :mod:`kvplan.plans.fleet.model`'s docstring:
 
     t(b)      decode step of b sequences (per attention-DP rank: the instance's step at dp·b) at L̄
-    δ + γL̄    one more sequence at the decode context (the secant over b ± √b, not across one graph bucket edge);
+    δ + γL̄    one more sequence at the decode context: E[t(B + 1) − t(B)], B ~ Poisson(b) (not one graph bucket edge);
               γ: one more token of context in the batch
     S, X      a prompt's chunked prefill beside b decoders (``mixed_chunk``) and its extra over b decode steps,
               less Y: the eager-prefill dispatch of its chunks' steps under --enforce-eager (a per-step constant
@@ -61,6 +61,12 @@ class InstanceFigures:
         return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
                 mix(self.moments))
 
+    def step_and_moments(self, b) -> tuple[np.ndarray, np.ndarray]:
+        """(t, sample moments) at each batch of the array ``b``, interpolated as :meth:`at` does."""
+        b = np.asarray(b, dtype=np.float64)
+        moments = np.stack([np.interp(b, self.b_grid, col) for col in np.asarray(self.moments).T], axis=-1)
+        return np.interp(b, self.b_grid, self.step_s), moments
+
 
 def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu: float,
                      max_num_seqs: int, chunk_tokens: int, dp: int = 1,
@@ -86,16 +92,16 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     b_grid = np.unique(np.concatenate([small, np.round(np.geomspace(1, top, 64)), [top, top + 1]]))
     ctx = lengths.decode_context
     dctx = max(64.0, ctx * 0.05)
-    # δ + γL̄ (one more sequence) as the secant over the batch's own spread (Poisson: ±√b, at least one
-    # sequence): CUDA-graph padding makes the step jump at bucket edges, and a one-step difference there
-    # read the whole jump as the cost of one sequence (TPOT variance ×10 at some N and not at N ± 1)
-    spread = np.maximum(1.0, np.sqrt(b_grid))
-    below, above = np.maximum(b_grid - spread, 0.0), b_grid + spread
+    # δ + γL̄ (one more sequence) over the batch's own spread: E[t(B + 1) − t(B)] with B ~ Poisson(b), the
+    # slope of E[t(B)] in b (poisson_slope). CUDA-graph padding makes the step jump at bucket edges; a one-step
+    # difference there read the whole jump as the cost of one sequence (TPOT variance ×10 at some N and not at
+    # N ± 1), and a secant over b ± √b still jumped as an edge entered or left its ends
     n = b_grid.size
-    probe = steps.decode_s(dp * np.concatenate([b_grid, below, above, b_grid]),
-                           np.concatenate([np.full(3 * n, ctx), np.full(n, ctx + dctx)]))
-    step, low, high, longer = probe[:n], probe[n:2 * n], probe[2 * n:3 * n], probe[3 * n:]
-    more = (high - low) / (above - below)
+    ints = np.arange(0.0, poisson_support(float(b_grid[-1])) + 2.0)
+    probe = steps.decode_s(dp * np.concatenate([b_grid, b_grid, ints]),
+                           np.concatenate([np.full(n, ctx), np.full(n, ctx + dctx), np.full(ints.size, ctx)]))
+    step, longer, at_ints = probe[:n], probe[n:2 * n], probe[2 * n:]
+    more = poisson_slope(b_grid, at_ints)
     per_token = (longer - step) / (dctx * np.maximum(b_grid, 1))
     grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
@@ -114,6 +120,41 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
         request_dispatch_s=steps.request_dispatch_s,
     )
 
+
+
+def poisson_support(mean: float) -> int:
+    """The largest batch a Poisson(mean) occupancy reaches with non-negligible probability (mean + 8 sd + 8)."""
+    return int(math.ceil(mean + 8.0 * math.sqrt(max(mean, 1.0)) + 8.0))
+
+
+def poisson_weights(means, size: int) -> np.ndarray:
+    """P(B = k) for B ~ Poisson(mean), k = 0 … size − 1, one row per mean (a mean of 0 puts all on k = 0)."""
+    mu = np.atleast_1d(np.asarray(means, dtype=np.float64))[:, None]
+    k = np.arange(size, dtype=np.float64)[None, :]
+    log_k_factorial = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1.0, size)))])[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_p = np.where(mu > 0, k * np.log(np.where(mu > 0, mu, 1.0)) - mu - log_k_factorial,
+                         np.where(k == 0, 0.0, -np.inf))
+    return np.exp(log_p)
+
+
+def poisson_slope(means, values_at_ints) -> np.ndarray:
+    """d/db E[f(B)], B ~ Poisson(b), = E[f(B + 1) − f(B)] (the Stein–Chen identity), from f at k = 0, 1, 2, ….
+
+    The slope of f seen by an occupancy that is itself Poisson: smooth in b where f jumps (a CUDA-graph
+    bucket edge), so a figure read from it moves continuously with the load. Rows of ``values_at_ints``
+    beyond the support carry no weight; a non-finite difference (f infinite there) is left out and the
+    rest renormalised."""
+    f = np.asarray(values_at_ints, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        diff = f[1:] - f[:-1]
+    w = poisson_weights(means, diff.size)
+    ok = np.isfinite(diff)
+    w = np.where(ok[None, :], w, 0.0)
+    total = w.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = (w * np.where(ok, diff, 0.0)[None, :]).sum(axis=1) / total
+    return np.where(total > 0, out, np.inf)
 
 
 def _chunk_dispatch(steps: StepTimes, batch, prompt, chunk):

@@ -40,8 +40,8 @@ point (B̄ enters t, S and X) by iterating from an empty instance, which converg
 fixed point; none below the batch cap B_max (the engine's limits: the KV pool, ``max_num_seqs``,
 ``max_num_batched_tokens`` / 2, and the largest batch whose TPOT meets the SLO) means the decode
 slots cannot keep up (``slots``), as does a slot utilisation λ·E[R] / (N·B_max) >= 1. The loop gain
-g = dB̄_next/dB̄ (the secant over the batch's own spread B̄ ± √B̄, so that a CUDA-graph bucket edge, where the
-step jumps, is not read as the slope) is reported, not limited: a batch that feeds back on itself (each sequence
+g = dB̄_next/dB̄ (over the batch's own spread: E[B̄_next(B + 1) − B̄_next(B)], B ~ Poisson(B̄), so that a CUDA-graph
+bucket edge, where the step jumps, is not read as the slope) is reported, not limited: a batch that feeds back on itself (each sequence
 lengthens every step) is physics, and its limits are those caps and the SLOs. Concurrency =
 λ × E[time in system] = λ (E[TTFT] + E[n]·m).
 
@@ -82,7 +82,7 @@ from functools import cached_property
 import numpy as np
 
 from kvplan.calc import tails
-from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures  # noqa: F401 (re-exported)
+from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures, poisson_slope, poisson_support  # noqa: F401
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
 QUANTILE_POINTS = 256
@@ -303,14 +303,12 @@ class FleetModel:
             point.failures.append("prefill_compute" if (point.rho_interference >= 1 or point.prefill_utilization >= 1)
                                   else "slots")
             return point
-        # the gain over the batch's own spread (Poisson: ±√B̄, at least one sequence), not the local slope:
-        # a CUDA-graph bucket makes the step jump at a batch size, and a one-sided difference across that
-        # jump read a gain > 1 (TPOT p99 ×8) at some N and not at N ± 1, so fewer instances could pass
-        spread = max(1.0, math.sqrt(occupancy))
-        lo, hi = max(occupancy - spread, 0.0), occupancy + spread
-        at_lo, at_mid, at_hi = next_occupancy(lo), next_occupancy(occupancy), next_occupancy(hi)
-        point.gain = ((at_hi - at_lo) / (hi - lo) if math.isfinite(at_hi)
-                      else (at_mid - at_lo) / (occupancy - lo) if occupancy > lo else math.inf)
+        # the gain over the batch's own spread, E[B̄_next(B + 1) − B̄_next(B)] with B ~ Poisson(B̄), not the local
+        # slope: a CUDA-graph bucket makes the step jump at a batch size, and a one-sided difference across that
+        # jump read a gain > 1 (TPOT p99 ×8) at some N and not at N ± 1; a secant over B̄ ± √B̄ still jumped as an
+        # edge entered or left its ends (TPOT p99 over the SLO at one N between passing ones)
+        point.gain = float(poisson_slope(occupancy, self._occupancy_map(
+            np.arange(0.0, poisson_support(occupancy) + 2.0), lam_i, point.batch_max))[0])
         seen = min(occupancy + 1, point.batch_max)
         point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain,
                                         stats=None if full else ("mean",), judge=True)
@@ -338,6 +336,19 @@ class FleetModel:
         point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
         self._judge(point)
         return point
+
+    def _occupancy_map(self, b: np.ndarray, lam_i: float, batch_max: float) -> np.ndarray:
+        """``next_occupancy`` of :meth:`evaluate` at each batch of ``b`` at once: λ_i (E[S(b)] + λ_i t(b) E[X(b)]
+        + E[n]·TPOT(b)), TPOT(b) = t(min(b + 1, B_max)) / (1 − ρ(b)); ∞ where ρ(b) >= 1."""
+        step, moments = self.f.step_and_moments(b)
+        seen, _ = self.f.step_and_moments(np.minimum(b + 1, batch_max))
+        k = 1 + lam_i * step
+        extra = moments[:, 3] + (moments[:, 6] / k if moments.shape[1] >= 10 else 0.0)
+        rho = lam_i * extra
+        n_mean = self.lengths.mean_steps
+        with np.errstate(divide="ignore", invalid="ignore"):
+            decode = np.where(rho < 1, n_mean * seen / (1 - rho), np.inf) if n_mean > 0 else np.where(rho < 1, 0.0, np.inf)
+        return lam_i * (moments[:, 0] + lam_i * step * moments[:, 3] + decode)
 
     def _heavy_tail(self, point: Point, t_decoders: float):
         """Prefill-wait tail from the residual of S: C·P(S_e > (1 − ρ)x)^N.

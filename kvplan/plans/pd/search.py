@@ -25,8 +25,9 @@ the wait's p-quantile is added to TTFT (a sum of percentiles: conservative).
 Utilisation ceiling: the prefill pool's ρ = λ E[S] / (x × dp) must stay ≤ ``max_utilization``
 (default :data:`DEFAULT_MAX_UTILIZATION`). Near ρ = 1 the M/G/c wait is finite on paper but a
 small error in the rate or the service time tips the pool past saturation; the default 0.9 is
-``kvplan plan``'s ceiling too, and ≈ 1/(1 + 0.11): it absorbs the 11% median |error| of kvplan's
-prefill/TTFT on the scoring set (docs/validation.md) without saturating.
+``kvplan plan``'s ceiling too: a margin below saturation, not a figure derived from the validation page
+(kvplan's prefill/TTFT error on its scoring set, docs/validation.md §e, is larger than the 10 % it leaves;
+pass ``--max-utilization`` for a wider margin).
 
 Search: y = the fewest decode instances meeting TPOT and memory (feasibility only improves
 with y); then, if the link alone breaks TTFT at any x, y grows; x = the fewest prefill
@@ -56,9 +57,10 @@ def utilization_note(max_utilization: float) -> str:
         raise InputError(f"--max-utilization must be in (0, 1] (got {max_utilization})",
                          f"the prefill pool's utilisation ceiling; kvplan's default is {DEFAULT_MAX_UTILIZATION:g}")
     return (f"prefill pool sized to utilisation ≤ {max_utilization:g}"
-            + (" (kvplan default, as kvplan plan's ceiling: ≈ 1/(1 + 0.11), the 11% median |error| of "
-               "kvplan's prefill/TTFT on the scoring set, keeps the pool below saturation; "
-               "--max-utilization)" if max_utilization == DEFAULT_MAX_UTILIZATION else " (--max-utilization)"))
+            + (" (kvplan default, as kvplan plan's ceiling: a margin below saturation, where the queue's wait has "
+               "no bound; not derived from the validation page, whose prefill/TTFT error is larger (docs/validation.md "
+               "§e): --max-utilization for a wider one)" if max_utilization == DEFAULT_MAX_UTILIZATION
+               else " (--max-utilization)"))
 
 
 def quantile_of(stat: str) -> float:
