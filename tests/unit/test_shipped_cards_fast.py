@@ -59,3 +59,57 @@ def test_an_odd_shipped_shape_is_left_to_the_validators(tmp_path):
     assert _shipped_model(odd) is None
     with pytest.raises(CardError):
         parse_card(odd, ModelCard)
+
+
+HARDWARE = sorted(shipped_dir("hardware").glob("*.yaml"))
+
+
+def test_there_are_shipped_hardware_cards():
+    assert len(HARDWARE) >= 10
+
+
+@pytest.mark.parametrize("path", HARDWARE, ids=lambda p: p.stem)
+def test_fast_hardware_card_is_the_validated_card(path):
+    from kvplan.cards.loader import _shipped_hardware
+    from kvplan.cards.schema import Efficiency, HardwareCard, Link, Tier
+
+    fast, validated = _shipped_hardware(path), parse_card(path, HardwareCard)
+    assert fast is not None and fast == validated
+    assert fast.model_fields_set == validated.model_fields_set
+    # same values and the same Python types (a float stays a float, a list a list)
+    assert json.dumps(fast.model_dump(), sort_keys=True) == json.dumps(validated.model_dump(), sort_keys=True)
+    assert isinstance(fast.efficiency, Efficiency) and all(isinstance(t, Tier) for t in fast.tiers)
+    for key in ("scale_up", "nic", "host_link"):
+        assert (getattr(fast, key) is None) == (getattr(validated, key) is None)
+        assert getattr(fast, key) is None or isinstance(getattr(fast, key), Link)
+        if getattr(fast, key) is not None:
+            assert getattr(fast, key).model_fields_set == getattr(validated, key).model_fields_set
+    assert fast.efficiency.model_fields_set == validated.efficiency.model_fields_set
+
+
+def test_hardware_by_name_is_the_validated_card_and_a_users_card_is_validated(tmp_path):
+    from kvplan.cards.loader import load_hardware
+    from kvplan.cards.schema import HardwareCard
+
+    path = shipped_dir("hardware") / "h100-sxm.yaml"
+    assert load_hardware("h100-sxm") == parse_card(path, HardwareCard)
+    user = tmp_path / "cards"
+    user.mkdir()
+    (user / "h100-sxm.yaml").write_text(path.read_text().replace("hbm_capacity_bytes: 85520809984",
+                                                                  "hbm_capacity_bytes: -1"))
+    assert "hbm_capacity_bytes: -1" in (user / "h100-sxm.yaml").read_text()
+    with pytest.raises(CardError) as err:
+        load_hardware("h100-sxm", (user,))
+    assert "hbm_capacity_bytes" in err.value.message
+
+
+def test_an_odd_shipped_hardware_shape_is_left_to_the_validators(tmp_path):
+    from kvplan.cards.loader import _shipped_hardware
+    from kvplan.cards.schema import HardwareCard
+
+    odd = tmp_path / "odd.yaml"
+    shutil.copy(shipped_dir("hardware") / "h100-sxm.yaml", odd)
+    odd.write_text(odd.read_text() + "\nnic: 3\n")
+    assert _shipped_hardware(odd) is None
+    with pytest.raises(CardError):
+        parse_card(odd, HardwareCard)

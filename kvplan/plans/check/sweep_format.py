@@ -260,14 +260,19 @@ class ColumnCache:
 
     A column repeated from a seq or batch axis, or a constant, equal to one an earlier block built
     is that array again (read-only; Arrow holds a reference) instead of a new fill of 8 bytes a row
-    and its page faults. Across one sweep's blocks most of them repeat (``seq_len``, ``batch``,
-    ``tp``, ``pp``); the budget keeps memory bounded whatever the grid.
+    and its page faults. Across one sweep's blocks many of them repeat (``seq_len``, ``batch``,
+    ``tp``, ``pp``) and many do not (a combination's own concurrency, block count, budget): a column
+    is held from the second block that asks for it, so that the ones asked for once neither take
+    the budget nor push out the ones that repeat (the 4M-point grid of benchmarks/bench_sweep.py:
+    191 distinct columns, 134 of them asked for once). The budget keeps memory bounded whatever
+    the grid; ``seen`` holds hashes only.
     """
 
     def __init__(self, budget_bytes: int = 64 << 20):
         import threading
 
         self.budget_bytes, self.held_bytes, self.arrays, self.lock = budget_bytes, 0, {}, threading.Lock()
+        self.seen: set[int] = set()
 
     def get(self, key, build):
         """``build()``'s array for ``key``, built once while held (two formatting threads racing build it twice)."""
@@ -276,7 +281,9 @@ class ColumnCache:
             found = build()
             size = found.nbytes
             with self.lock:
-                if size <= self.budget_bytes and key not in self.arrays:
+                if hash(key) not in self.seen:  # the first ask: built, not held
+                    self.seen.add(hash(key))
+                elif size <= self.budget_bytes and key not in self.arrays:
                     while self.arrays and self.held_bytes + size > self.budget_bytes:
                         self.held_bytes -= self.arrays.pop(next(iter(self.arrays))).nbytes
                     self.arrays[key] = found
