@@ -3,7 +3,8 @@
 One ``OutputSet`` per command collects what it writes (``-o``, ``--junit``, ``--chart``,
 ``--card-out``, …), checks every target before any work is done, and on ``commit()``:
 
-1. writes each regular file to a temporary file beside its target, created with the mode an
+1. writes each regular file to a temporary file beside its target (its name recorded before the file
+   is created, so that an interrupt at any moment leaves a name to remove), with the mode an
    ordinary ``open()`` would give (``0666 & ~umask``: 0644 under umask 022), not the 0600 of
    ``mkstemp``;
 2. renames all of them into place only once every one is written; if any write fails, or the
@@ -147,7 +148,7 @@ class OutputSet:
         try:
             for item in self._items:
                 if item.target.kind == "file":
-                    staged.append((item, self._stage(item)))
+                    self._stage(item, staged)
             for item, tmp in staged:
                 os.replace(tmp, item.target.path)
             staged = []
@@ -163,12 +164,12 @@ class OutputSet:
         self.written = [item.target.given for item in self._items]
         return self.written
 
-    def _stage(self, item: _Item) -> str:
+    def _stage(self, item: _Item, staged: list) -> None:
+        """Write ``item`` to a new temporary file beside its target, recorded in ``staged`` (with the item)
+        before the file exists: an interrupt at any point leaves ``commit`` the name to remove."""
         path = item.target.path
         directory = path.parent if str(path.parent) else Path(".")
-        import tempfile  # imports shutil and random: only when a file is written
-
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name[:100]}.", suffix=".tmp")
+        fd, tmp = _new_temporary(directory, f".{path.name[:100]}.", ".tmp", staged, item)
         try:
             os.fchmod(fd, file_mode())
             if item.mode == "path":
@@ -180,12 +181,9 @@ class OutputSet:
             else:
                 with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
                     item.write(handle)
-        except BaseException as exc:
-            _unlink(tmp)
-            if isinstance(exc, OSError):
-                exc.filename = str(item.target.given)
+        except OSError as exc:
+            exc.filename = str(item.target.given)
             raise
-        return tmp
 
     def _write_through(self, item: _Item) -> None:
         kind = item.target.kind
@@ -213,6 +211,23 @@ class OutputSet:
 
 def _failed(exc: OSError, items: list[_Item]) -> str:
     return exc.filename if isinstance(exc.filename, str) else (str(items[0].target.given) if items else "?")
+
+
+def _new_temporary(directory: Path, prefix: str, suffix: str, staged: list, item) -> tuple[int, str]:
+    """(fd, name) of a new file in ``directory``, created as ``tempfile.mkstemp`` creates one (O_EXCL, mode 0600, a
+    random name, retried on a clash), with ``(item, name)`` appended to ``staged`` before the file exists: a name
+    recorded and never created costs its remover nothing, while a file created and not yet recorded would be
+    left behind by a Ctrl-C or SIGTERM landing between the two (mkstemp returns the name only once the file is
+    made). A name that clashes with an existing file is taken off again: that file is not ours to remove."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        name = os.path.join(directory, f"{prefix}{os.urandom(6).hex()}{suffix}")
+        staged.append((item, name))
+        try:
+            return os.open(name, flags, 0o600), name
+        except FileExistsError:
+            staged.pop()
+    raise FileExistsError(f"no unused temporary name in {directory}")
 
 
 def _unlink(path: str) -> None:

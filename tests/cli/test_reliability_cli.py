@@ -375,6 +375,29 @@ def test_interrupted_writes_leave_no_temporary_file(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_interrupt_just_after_the_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
+    # a Ctrl-C that lands between the file's creation and its name reaching the writer (inside mkstemp, before
+    # it returns) left the temporary file behind; the name is now recorded before the file is made
+    import kvplan.outputs as outputs_module
+
+    real_open = os.open
+
+    def open_then_interrupted(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        if flags & os.O_CREAT:
+            os.close(fd)
+            raise KeyboardInterrupt
+        return fd
+
+    outputs = outputs_module.OutputSet()
+    outputs.add(tmp_path / "a.txt", "whole")
+    monkeypatch.setattr(outputs_module.os, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        outputs.commit()
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sigterm_while_writing_removes_the_temporary_file(tmp_path):
     script = textwrap.dedent(f"""
         import os, signal, sys, time
