@@ -98,6 +98,7 @@ class SimResult:
     wall_s: float
     preemptions: int = 0            # running requests preempted (vLLM) or retracted (SGLang)
     recomputed_tokens: int = 0      # tokens whose KV those preemptions threw away (prefilled again)
+    itl_p50_s: float | None = None  # median inter-token gap over every emitted token after a first (all requests)
 
     def stats(self) -> dict:
         """``sim_ttft_mean_s``, ``sim_ttft_p50_s`` … ``sim_tpot_p99_s`` and counts (JSON-ready)."""

@@ -13,7 +13,8 @@ What it models (per instance, as vLLM V1's scheduler does):
   A request's KV grows linearly from its prompt's to its final context's, so the KV of a run of
   decode steps is ``U + j·G`` and the step at which it fills the pool is found in closed form.
 - The step that processes a prompt's last chunk emits its first token (TTFT); each later step
-  emits one more; TPOT = (finish − first token) / (OSL − 1) for OSL >= 2.
+  emits one more; TPOT = (finish − first token) / (OSL − 1) for OSL >= 2; ITL p50 = the median gap between a
+  request's consecutive tokens over every token (a stall behind prefill-only steps is one long gap).
 - Step times come from :class:`kvplan.sim.steps.StepModel` (``forward_pass`` exactly) or
   :class:`kvplan.sim.opsteps.OperatorStepModel` (the per-operator pass exactly). A run of
   decode-only steps between two events is advanced in closed form: step i of a run takes
@@ -118,6 +119,12 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     queue = [deque() for _ in range(n_inst)]
     prefilling = [[] for _ in range(n_inst)]  # [request, tokens done, KV bytes charged, KV bytes when done]
     current = [None] * n_inst           # step: (list of (entry, tokens), G); run: (t0, D, b, T, planned, G)
+    # inter-token gaps: the decoders' last emission per instance; decoders whose previous token came apart from it
+    # (a prompt finished in a prefill-only step: (request, time)); the gaps as (length, how many tokens) pairs
+    last_emit = [0.0] * n_inst
+    fresh: list[list] = [[] for _ in range(n_inst)]
+    gap_s: list[float] = []
+    gap_n: list[float] = []
     busy_time_batch = [0.0] * n_inst
     pending = np.zeros(n_inst, dtype=np.int64)   # prompts queued or being prefilled (router key)
     running = np.zeros(n_inst, dtype=np.int64)   # decoding sequences
@@ -353,10 +360,28 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         else:
             mode[i], current[i] = 0, None
 
+    def gaps(i: int, first_step: float, later_step: float, start: float, steps_run: int) -> None:
+        """Record the gaps of the tokens the decoders emit in ``steps_run`` steps from ``start``: the first step's
+        from each decoder's previous token, the rest one step each."""
+        live = [t for r, t in fresh[i] if r in decoders[i]]
+        for t in live:
+            gap_s.append(start - t + first_step)
+            gap_n.append(1.0)
+        if b[i] > len(live):
+            gap_s.append(start - last_emit[i] + first_step)
+            gap_n.append(float(b[i] - len(live)))
+        if steps_run > 1:
+            gap_s.append(later_step)
+            gap_n.append(float(b[i] * (steps_run - 1)))
+        fresh[i].clear()
+
     def end(i: int, now: float) -> None:
         nonlocal total_steps, max_seen
         if mode[i] in (1, 3):
             chunks, grown = current[i]
+            if mode[i] == 1 and b[i]:
+                gaps(i, 0.0, 0.0, now, 1)
+                last_emit[i] = now
             if mode[i] == 1:  # a mixed step also ran every decoder one token
                 k[i] += 1
                 T[i] += b[i]
@@ -385,10 +410,15 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
                         T[i] += plen[r] + 1
                         G[i] += grow[r]
                         decoders[i].add(r)
+                        if mode[i] == 3:  # its first token now, apart from the decoders' last emission
+                            fresh[i].append((r, now))
                         fin[r] = k[i] + output[r] - gen[r]
                         heapq.heappush(finishing[i], (fin[r], r, seq[r]))
         else:
             t0, d, bb, tt, planned, grown = current[i]
+            mean_step = (now - t0) / planned
+            gaps(i, mean_step, mean_step, t0, planned)
+            last_emit[i] = now
             busy_time_batch[i] += bb * (now - t0)
             total_steps += planned
             k[i] += planned
@@ -454,7 +484,16 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     tpot = (finish_a[decoding] - first_a[decoding]) / (out[decoding] - 1)
     makespan = float(np.nanmax(finish_a) - sent_at[0]) if n and np.isfinite(finish_a).any() else 0.0
     mean_batch = sum(busy_time_batch) / (makespan * n_inst) if makespan > 0 else 0.0
+    itl_p50 = weighted_median(np.asarray(gap_s), np.asarray(gap_n)) if gap_s else None
     return SimResult(requests=n, measured=int(done.sum()), rejected=rejected, ttft_s=ttft, tpot_s=tpot,
                      e2e_s=finish_a[done] - sent_at[done], mean_batch=mean_batch, max_batch_seen=max_seen,
                      steps=total_steps, mixed_steps=mixed_steps, makespan_s=makespan,
-                     wall_s=time.perf_counter() - start_wall, preemptions=preemptions, recomputed_tokens=recomputed)
+                     wall_s=time.perf_counter() - start_wall, preemptions=preemptions, recomputed_tokens=recomputed,
+                     itl_p50_s=itl_p50)
+
+
+def weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    """The value below which half the weight lies (the lower median of the weighted sample)."""
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return float(values[order][int(np.searchsorted(cum, cum[-1] / 2))])

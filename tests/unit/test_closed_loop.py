@@ -225,3 +225,24 @@ def test_bad_concurrency_is_an_error_before_any_replay(invoke, value, message):
     assert res.exit_code == 2 and res.stdout == ""
     lines = res.stderr.strip().splitlines()
     assert message in lines[0] and lines[0].startswith("Error: ") and lines[1].startswith("Hint: ")
+
+
+def test_median_itl_is_a_decode_step_when_prompts_stall_the_decoders():
+    # the wave above: 8 prompts prefilled one a step (t_p each) while nobody decodes, then the 8 decode 199 tokens
+    # in lock step. Request j's first gap is its wait for the other prompts, (8 − j) t_p, plus one decode step;
+    # its other 198 gaps are one decode step each (batch 8, contexts 1,001 … 1,199: the step at the mean context
+    # 1,100, the step being linear in context). So 1,584 of the wave's 1,592 gaps are a decode step, and the
+    # median ITL is that step, below the median TPOT ((8 − j) t_p / 199 above it for j = 4, 5).
+    dep = resolve("llama-3.1-8b", "h100-sxm", parallel=Parallelism(tp=1), engine=EngineSettings(chunk_tokens=1000))
+    row = closed_loop(dep, np.full(64, 1000), np.full(64, 200), 8, 1, 64, prefill_first=True)
+    step = float(dep.steps.decode_s(8, 1100))
+    t_p = _one_prompt_step(dep, 1000)
+    assert row["itl_p50_s"] == pytest.approx(step, rel=0.02)
+    assert row["tpot_p50_s"] == pytest.approx(step + 3.5 * t_p / 199, rel=0.02)
+    assert row["itl_p50_s"] < row["tpot_p50_s"] - t_p / 199
+
+
+def test_median_itl_is_the_tpot_for_one_request_at_a_time(llama8b):
+    # alone, a request's gaps are its own decode steps, one run: every gap is its mean step, which is its TPOT
+    row = run(llama8b, 1, n=50)
+    assert row["itl_p50_s"] == pytest.approx(row["tpot_p50_s"], rel=1e-9)

@@ -127,6 +127,7 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
         for stat in STATS:
             row[f"{kind}_{stat}_s"] = float(np.percentile(values, float(stat[1:]))) if values.size else None
     row["itl_mean_s"] = itl
+    row["itl_p50_s"] = sim.itl_p50_s   # the median gap between consecutive tokens (benchmarks' median ITL)
     row["output_tokens_per_s"] = tokens / duration if duration > 0 else None
     row["output_tokens_per_s_per_gpu"] = row["output_tokens_per_s"] / gpus if row["output_tokens_per_s"] else None
     row["request_throughput_per_s"] = sim.measured / duration if duration > 0 else None
