@@ -84,14 +84,17 @@ class PerfTables:
         return self._cache[("raw", name)]
 
     def backends(self, name: str, gpu: str) -> set[str]:
-        """The backends that have rows of ``gpu`` in table ``name`` (a byte search, nothing parsed)."""
-        found = set()
-        for _, data in self.raw(name):
-            key = f"\n{gpu},".encode()
-            first, last = data.find(key), data.rfind(key)      # the GPU's block: its first to its last line
-            block = data[first:data.find(b"\n", last + 1)] if first >= 0 else b""
-            found |= {b for b in ("trtllm", "vllm", "sglang", "aiter") if key + f"{b},".encode() in block}
-        return found
+        """The backends that have rows of ``gpu`` in table ``name`` (a byte search, nothing parsed; once per
+        table and GPU: a sweep asks for every combination, ~4 ms a search of the GEMM table)."""
+        if ("backends", name, gpu) not in self._cache:
+            found = set()
+            for _, data in self.raw(name):
+                key = f"\n{gpu},".encode()
+                first, last = data.find(key), data.rfind(key)      # the GPU's block: its first to its last line
+                block = data[first:data.find(b"\n", last + 1)] if first >= 0 else b""
+                found |= {b for b in ("trtllm", "vllm", "sglang", "aiter") if key + f"{b},".encode() in block}
+            self._cache[("backends", name, gpu)] = frozenset(found)
+        return set(self._cache[("backends", name, gpu)])
 
     def table(self, name: str, gpu: str | None = None, backend: str | None = None,
               dtype: str | None = None) -> dict[str, np.ndarray] | None:

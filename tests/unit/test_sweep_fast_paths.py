@@ -60,6 +60,24 @@ def test_kernel_curves_are_read_once_per_shape():
     assert perfdb.collective_curves(tables, "h100_sxm", "vllm")
 
 
+def test_gemm_backends_are_searched_once_per_gpu():
+    tables = load_tables()
+    if tables is None:
+        pytest.skip("no kernel tables ship with this install")
+    first = tables.backends("gemm", "h100_sxm")
+    assert "trtllm" in first and "aiter" not in first
+    searched = []
+    real = tables.raw
+    tables.raw = lambda name: searched.append(name) or real(name)
+    try:
+        again = tables.backends("gemm", "h100_sxm")
+    finally:
+        del tables.raw
+    assert again == first and again is not first and searched == []   # the cached answer, a caller's own copy
+    again.clear()
+    assert tables.backends("gemm", "h100_sxm") == first
+
+
 def test_scalar_columns_are_the_combination_scalars():
     [block] = sweep(Grid(models=["llama-3.1-8b"], hardware=["h100-sxm"], seq=[1024, 2048], batch=[1, 2])).blocks
     assert set(block.scalars) == SCALAR_COLUMNS
