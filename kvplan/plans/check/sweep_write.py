@@ -231,14 +231,17 @@ def parquet_writer(path: str, schema, names: list[str]):
     The class ``pyarrow.parquet.ParquetWriter`` wraps, given the arguments that wrapper gives it
     (``WRITER_DEFAULTS``): the same file, byte for byte (tests/unit/test_sweep_fast_paths.py), without
     ``pyarrow.parquet``'s imports (``pyarrow.fs``, its S3 and TLS modules: ~11 ms of the sweep's
-    start-up, of ~12 ms for the module). The wrapper itself where the core class is not there.
+    start-up, of ~12 ms for the module). The wrapper itself where the core class is not there or does not
+    take those arguments (the class is pyarrow's private module, which a later release may change).
     """
-    options = {**WRITER_DEFAULTS, **parquet_options(names)}
     try:
-        from pyarrow._parquet import ParquetWriter
-    except ImportError:  # pragma: no cover - a pyarrow without the module (none known)
+        from pyarrow._parquet import ParquetWriter as Core
+
+        return Core(path, schema, **WRITER_DEFAULTS, **parquet_options(names))
+    except (ImportError, TypeError):
         from pyarrow.parquet import ParquetWriter
-    return ParquetWriter(path, schema, **options)
+
+        return ParquetWriter(path, schema, **parquet_options(names))
 
 
 def _write_parquet(result: SweepResult, tmp: str, progress) -> int:
