@@ -19,6 +19,14 @@ from kvplan.errors import CardError
 SHIPPED = sorted(shipped_dir("model").glob("*.yaml"))
 
 
+def assert_same_card(fast, validated):
+    """The fast card is the validated one: equal, the same fields set, the same values and Python types
+    (an int stays an int, a float a float, a list a list)."""
+    assert fast is not None and fast == validated
+    assert fast.model_fields_set == validated.model_fields_set
+    assert json.dumps(fast.model_dump(), sort_keys=True) == json.dumps(validated.model_dump(), sort_keys=True)
+
+
 def test_there_are_shipped_model_cards():
     assert len(SHIPPED) >= 20
 
@@ -26,10 +34,7 @@ def test_there_are_shipped_model_cards():
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_fast_card_is_the_validated_card(path):
     fast, validated = _shipped_model(path), parse_card(path, ModelCard)
-    assert fast is not None and fast == validated
-    assert fast.model_fields_set == validated.model_fields_set
-    # same values and the same Python types (an int stays an int, a list a list)
-    assert json.dumps(fast.model_dump(), sort_keys=True) == json.dumps(validated.model_dump(), sort_keys=True)
+    assert_same_card(fast, validated)
     assert all(isinstance(g, LayerGroup) for g in fast.layer_groups)
     assert (fast.moe is None) == (validated.moe is None) and (fast.moe is None or isinstance(fast.moe, MoE))
     assert fast.num_layers == validated.num_layers and fast.attention_kinds == validated.attention_kinds
@@ -74,10 +79,7 @@ def test_fast_hardware_card_is_the_validated_card(path):
     from kvplan.cards.schema import Efficiency, HardwareCard, Link, Tier
 
     fast, validated = _shipped_hardware(path), parse_card(path, HardwareCard)
-    assert fast is not None and fast == validated
-    assert fast.model_fields_set == validated.model_fields_set
-    # same values and the same Python types (a float stays a float, a list a list)
-    assert json.dumps(fast.model_dump(), sort_keys=True) == json.dumps(validated.model_dump(), sort_keys=True)
+    assert_same_card(fast, validated)
     assert isinstance(fast.efficiency, Efficiency) and all(isinstance(t, Tier) for t in fast.tiers)
     for key in ("scale_up", "nic", "host_link"):
         assert (getattr(fast, key) is None) == (getattr(validated, key) is None)
