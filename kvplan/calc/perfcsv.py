@@ -21,7 +21,7 @@ NUMERIC = {"m", "n", "k", "batch", "context_tokens", "isl_tokens", "num_heads", 
            "message_bytes", "latency_s", "tp_size"}
 
 
-def _span(data: bytes, prefix: str, lo: int = 0, hi: int | None = None) -> tuple[int, int] | None:
+def line_span(data: bytes, prefix: str, lo: int = 0, hi: int | None = None) -> tuple[int, int] | None:
     """(start, end) bytes of the lines from the first to the last that start with ``prefix`` within data[lo:hi]."""
     hi = len(data) if hi is None else hi
     key = ("\n" + prefix).encode("utf-8")
@@ -41,7 +41,7 @@ def prefix_lines(data: bytes, prefix: str | None, span: tuple[int, int] | None =
     if prefix is None:
         return header, data[head_end + 1:].decode("utf-8").splitlines() if head_end >= 0 else []
     lo, hi = (span[0] - 1, span[1]) if span is not None else (0, None)
-    found = _span(data, prefix, max(lo, 0), hi)
+    found = line_span(data, prefix, max(lo, 0), hi)
     if found is None:
         return header, []
     body = data[found[0]:found[1]].decode("utf-8").splitlines()
@@ -52,7 +52,7 @@ def narrowed(data: bytes, prefix: str, value: str) -> tuple[str, tuple[int, int]
     """``prefix`` (GPU and backend) extended by the backend's one version and ``value`` in the fourth column (the
     dtype), read off the first and last lines of the block, with the block's bytes (where the narrower prefix's
     lines lie); ``prefix`` itself where the block holds two versions."""
-    span = _span(data, prefix)
+    span = line_span(data, prefix)
     if span is None:
         return prefix, None
     first, end = span
@@ -92,4 +92,4 @@ def read_columns(path: Path, prefix: str | None = None, data: bytes | None = Non
     return out
 
 
-__all__ = ["NUMERIC", "narrowed", "prefix_lines", "read_columns"]
+__all__ = ["NUMERIC", "line_span", "narrowed", "prefix_lines", "read_columns"]

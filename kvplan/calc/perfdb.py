@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from kvplan.calc import gemm_grid
-from kvplan.calc.perfcsv import read_columns
+from kvplan.calc.perfcsv import line_span, read_columns
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, curve_from_rows, distinct_values, nearest_index
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
@@ -88,10 +88,10 @@ class PerfTables:
         table and GPU: a sweep asks for every combination, ~4 ms a search of the GEMM table)."""
         if ("backends", name, gpu) not in self._cache:
             found = set()
+            key = f"\n{gpu},".encode()
             for _, data in self.raw(name):
-                key = f"\n{gpu},".encode()
-                first, last = data.find(key), data.rfind(key)      # the GPU's block: its first to its last line
-                block = data[first:data.find(b"\n", last + 1)] if first >= 0 else b""
+                span = line_span(data, f"{gpu},")                 # the GPU's block: its first to its last line
+                block = data[span[0] - 1:span[1]] if span else b""
                 found |= {b for b in ("trtllm", "vllm", "sglang", "aiter") if key + f"{b},".encode() in block}
             self._cache[("backends", name, gpu)] = frozenset(found)
         return set(self._cache[("backends", name, gpu)])

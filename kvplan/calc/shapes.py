@@ -83,15 +83,19 @@ class Shapes:
         return tuple((label, n, k, w) for (n, k), (label, w) in merged.items())
 
 
+def _head_geometry(card: ModelCard, g) -> tuple[int, int, int, int]:
+    """(query heads, KV heads, head dim, value head dim) of a layer group, the card's defaults filled in."""
+    heads = g.num_heads or card.num_attention_heads
+    d = g.head_dim or card.hidden_size // card.num_attention_heads
+    return heads, g.num_kv_heads or heads, d, g.v_head_dim or d
+
+
 def _attention_linears(card: ModelCard) -> tuple:
     """QKV (column-parallel, KV heads replicated below one per GPU) and O (row-parallel) of every full /
     sliding layer group: ``hidden × (h d + kv (d + d_v))`` and ``h d_v × hidden`` (HF config shapes)."""
     out = []
     for g in card.layer_groups:
-        heads = g.num_heads or card.num_attention_heads
-        kv = g.num_kv_heads or heads
-        d = g.head_dim or card.hidden_size // card.num_attention_heads
-        dv = g.v_head_dim or d
+        heads, kv, d, dv = _head_geometry(card, g)
         out.append(Linear("QKV", heads * d, card.hidden_size, "column", g.count, kv, d + dv))
         out.append(Linear("O", card.hidden_size, heads * dv, "row", g.count))
     return tuple(out)
@@ -134,10 +138,7 @@ def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
     geometric = True
     for g in card.layer_groups:
         if g.kind in ("full", "sliding"):
-            heads = g.num_heads or card.num_attention_heads
-            kv = g.num_kv_heads or heads
-            d = g.head_dim or card.hidden_size // card.num_attention_heads
-            dv = g.v_head_dim or d
+            heads, kv, d, dv = _head_geometry(card, g)
             attention += g.count * card.hidden_size * (heads * d + kv * d + kv * dv + heads * dv)
         else:
             geometric = False
@@ -151,10 +152,7 @@ def model_shapes(card: ModelCard, cost: ModelCost) -> Shapes:
         per_hi = (mlp - shared) / max(card.hidden_size * (card.intermediate_size or 0) * dense_layers, 1)
         gated = not (dense_layers and abs(per_hi - 2.0) < abs(per_hi - 3.0))
     else:
-        mlp = 3.0 * card.hidden_size * (card.intermediate_size or 0) * dense_layers
-        if moe:
-            mlp += moe.num_moe_layers * moe.num_shared_experts * moe.expert_params
-        mlp = min(mlp, other)
+        mlp = min(3.0 * card.hidden_size * (card.intermediate_size or 0) * dense_layers + shared, other)
         attention = other - mlp
     return Shapes(attention_params=float(attention), mlp_params=float(mlp), layers=float(card.num_layers),
                   hidden=card.hidden_size, shared_params=float(min(shared, mlp)),

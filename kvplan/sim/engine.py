@@ -360,18 +360,18 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         else:
             mode[i], current[i] = 0, None
 
-    def gaps(i: int, first_step: float, later_step: float, start: float, steps_run: int) -> None:
-        """Record the gaps of the tokens the decoders emit in ``steps_run`` steps from ``start``: the first step's
-        from each decoder's previous token, the rest one step each."""
+    def gaps(i: int, start: float, step: float, steps_run: int) -> None:
+        """Record the gaps of the tokens the decoders emit in ``steps_run`` steps of ``step`` each from ``start``:
+        the first step's from each decoder's previous token, the rest one step each."""
         live = [t for r, t in fresh[i] if r in decoders[i]]
         for t in live:
-            gap_s.append(start - t + first_step)
+            gap_s.append(start - t + step)
             gap_n.append(1.0)
         if b[i] > len(live):
-            gap_s.append(start - last_emit[i] + first_step)
+            gap_s.append(start - last_emit[i] + step)
             gap_n.append(float(b[i] - len(live)))
         if steps_run > 1:
-            gap_s.append(later_step)
+            gap_s.append(step)
             gap_n.append(float(b[i] * (steps_run - 1)))
         fresh[i].clear()
 
@@ -380,7 +380,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
         if mode[i] in (1, 3):
             chunks, grown = current[i]
             if mode[i] == 1 and b[i]:
-                gaps(i, 0.0, 0.0, now, 1)
+                gaps(i, now, 0.0, 1)
                 last_emit[i] = now
             if mode[i] == 1:  # a mixed step also ran every decoder one token
                 k[i] += 1
@@ -416,8 +416,7 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
                         heapq.heappush(finishing[i], (fin[r], r, seq[r]))
         else:
             t0, d, bb, tt, planned, grown = current[i]
-            mean_step = (now - t0) / planned
-            gaps(i, mean_step, mean_step, t0, planned)
+            gaps(i, t0, (now - t0) / planned, planned)
             last_emit[i] = now
             busy_time_batch[i] += bb * (now - t0)
             total_steps += planned

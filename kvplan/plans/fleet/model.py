@@ -265,12 +265,7 @@ class FleetModel:
 
         def next_occupancy(b: float) -> float:
             """Little's law with the batch b in force: λ_i (E[S(b)] + E[n]·TPOT(b)); ∞ when saturated."""
-            tp, rho = self.tpot_stats(min(b + 1, point.batch_max), b, lam_i, b, ("mean",))
-            if rho >= 1:
-                return math.inf
-            decode = n_mean * tp["mean"] if n_mean > 0 else 0.0
-            step, _, _, _, mom = self.f.at(b)
-            return lam_i * (float(mom[0]) + lam_i * step * float(mom[3]) + decode)
+            return float(self._occupancy_map(np.array([b]), lam_i, point.batch_max)[0])
 
         occupancy, stable = 0.0, True
         for _ in range(200):
