@@ -104,6 +104,11 @@ def test_parquet_layout_required_plain_and_delta(tmp_path):
     assert tp.min == tp.max == 1  # a row group is one combination
     seq = group.column(parquet_schema.names.index("seq_len")).statistics
     assert (seq.min, seq.max) == (1024, 131072)
+    # every data page is a DataPageV2: its Thrift page header opens with field 1 (type, i32: 0x15) = zigzag(3)
+    # = 0x06 (DATA_PAGE_V2; a v1 page reads 0x00); dictionary pages (type 2) precede the string columns' data
+    raw = out.read_bytes()
+    offsets = [group.column(i).data_page_offset for i in range(group.num_columns)]
+    assert all(raw[o:o + 2] == b"\x15\x06" for o in offsets), [raw[o:o + 2] for o in offsets]
     table = pq.read_table(out)
     assert table.schema.remove_metadata().equals(arrow_schema(table.column_names))
     frame = table.to_pandas()
