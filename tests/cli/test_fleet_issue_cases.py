@@ -78,21 +78,22 @@ def test_mooncake_conversation_trace_meets_its_slos_in_its_own_replay(invoke):
     res, row = plan_row(invoke, *args)
     assert res.exit_code == 0 and row["feasible"] and row["sized_by"] == "replay"
     assert row["sim_ttft_p99_s"] <= 10 and row["sim_tpot_p99_s"] <= 0.100
-    # vLLM's prefill dispatch (80 layers × 0.8 ms once per request, in TTFT only) leaves the closed form at 4, as
+    # vLLM's prefill dispatch (80 layers × 0.8 ms once per request, in TTFT only) leaves the closed form at 5, as
     # without it (--prefill-overhead 0): the TPOT SLO binds, which the term does not touch; the replay grows either
-    assert row["closed_form_instances"] == 4 and row["instances"] > 4
+    assert row["closed_form_instances"] == 5 and row["instances"] > 5
     res0, row0 = plan_row(invoke, *args, "--prefill-overhead", "0")
-    assert res0.exit_code == 0 and row0["closed_form_instances"] == 4 and row0["instances"] > 4
+    assert res0.exit_code == 0 and row0["closed_form_instances"] == 5 and row0["instances"] > 5
     assert row["sim_ttft_p99_s"] > row0["sim_ttft_p99_s"]
     # with a budget the replay cannot meet: exit 1, the simulated and the closed-form figures both named
     res, row = plan_row(invoke, *args, "--max-gpus", "40")
     assert res.exit_code == 1 and not row["feasible"]
-    assert "own replay breaks the SLO: at 4 instances" in row["reason"]
+    assert "own replay breaks the SLO: at 5 instances" in row["reason"]
     assert re.search(r"TPOT p99 [\d.]+ ms > 100\.00 ms \(closed form [\d.]+ ms\)", row["reason"]), row["reason"]
     assert "Error: infeasible: the plan's own replay breaks the SLO" in res.stderr
-    # the closed form's figure is the step model's: 80.02 ms on the one-η roofline
+    # the closed form's figure is the step model's: 92.09 ms at 4 instances on the one-η roofline
     res, row = plan_row(invoke, *args, "--max-gpus", "40", "--perf-model", "roofline")
-    assert res.exit_code == 1 and "(closed form 80.02 ms)" in row["reason"]
+    assert res.exit_code == 1 and "at 4 instances (the closed form's fleet)" in row["reason"]
+    assert "(closed form 92.09 ms)" in row["reason"]
 
 
 @pytest.mark.parametrize("flag", ["--no-simulate"])

@@ -148,21 +148,33 @@ def test_tpot_mean_on_the_default_operator_model(light):
 
 
 def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
-    # one instance, fixed prompts, Poisson arrivals. A prompt's own prefill S = one mixed step; its extra
-    # over a decode step X = ρx / λ. Prompts arriving during a step (k = 1 + λ t per step) share the next:
-    # queue service S_q = X + (S − X)/k, fixed (cs² = 0), so E[W] = ρ S_q / (2 (1 − ρ)) (M/D/1) with
-    # ρ = λ S_q; TTFT = W + S + (k − 1) X + the residual of the step in progress + the engine's prefill dispatch d
-    # (once per request, in TTFT only: not in S, X or the queue's service).
-    p = light.point
-    t, x = p.step_s, p.rho_interference / 5
-    k = 1 + 5 * t
-    own = p.prefill_mean_s - (k - 1) * x
-    s_q = x + (own - x) / k
-    rho = 5 * s_q
-    assert_allclose(p.packing, k) and assert_allclose(p.prefill_utilization, rho)
+    # one instance, fixed prompts, Poisson arrivals. A prompt's own prefill S = one mixed step; its extra over a
+    # decode step X, and π what a second prompt in the same step adds beyond its own X (the pair penalty), so a step
+    # of K prompts takes c0 + K (X + π), c0 = S − X − π. The prompts that arrive during a step share the next (gated
+    # service): μ = λ (P(decode step) t + ρ E[s²]/E[s]) others per prompt, the mixed step in progress length-biased
+    # (K − 1 ~ Poisson(μ) from a prompt's view: E[K] = k_s = μ / (1 − e^−μ), E[K(K − 1)] = k_s μ); the queue serves
+    # S_q = X + π (1 − 1/k_s) + (S − X)/k_s, fixed (cs² = 0), so the FCFS wait E[W] = ρ S_q / (2 (1 − ρ)) (M/D/1),
+    # ρ = λ S_q, stretched by (1 + 2ρ_z)/(1 + ρ_z), ρ_z = λ (X + π), for the prompts that join a step behind it;
+    # TTFT = that + S + those that join behind a decode step (λ t/2 (X + π) each) + the residual of the step in
+    # progress + the engine's prefill dispatch d (once per request, in TTFT only: not in S, X or the queue's service)
+    p, lam = light.point, 5.0
+    t, k_s, k_p = p.step_s, p.packing_step, p.packing
+    z = p.rho_interference / lam                      # X + π (1 − 1/k_s): no eager dispatch here
+    pi = light.figures.penalty_at(p.batch_mean)
+    x = z - pi * (1 - 1 / k_s)
+    s = p.prefill_mean_s - (k_p - 1) * (x + pi)
+    s_q = x + pi * (1 - 1 / k_s) + (s - x) / k_s
+    rho = lam * s_q
+    assert_allclose(p.prefill_utilization, rho)
+    c0, zz = s - x - pi, x + pi
+    seen = (c0 * c0 + 2 * c0 * k_s * zz + k_s * zz * zz + k_s * (k_p - 1) * zz * zz) / (c0 + k_s * zz)
+    mu = lam * (-np.expm1(-p.batch_mean) * (1 - rho) * t + rho * seen)
+    assert_allclose(k_p, 1 + mu, rtol=1e-6) and assert_allclose(k_s, mu / -np.expm1(-mu), rtol=1e-6)
+    stretch = (1 + 2 * lam * zz) / (1 + lam * zz)
+    after = lam * p.busy_share * t / 2 * zz
     d = light.figures.request_dispatch_s
-    assert_allclose(light.ttft["mean"], rho * s_q / (2 * (1 - rho)) + p.prefill_mean_s + p.residual_s + d, rtol=1e-6)
-    assert p.slot_wait[0] < 1e-12 and own > x > 0
+    assert_allclose(light.ttft["mean"], stretch * rho * s_q / (2 * (1 - rho)) + s + after + p.residual_s + d, rtol=1e-6)
+    assert p.slot_wait[0] < 1e-12 and s > x > 0 and pi > 0 and 1 < k_s < k_p
 
 
 def test_kv_batch_limits_and_demand(light):

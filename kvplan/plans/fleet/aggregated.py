@@ -441,10 +441,12 @@ def _explain(plan: FleetPlan, workload: FleetWorkload, dep: Deployment) -> list[
         "below are one rank's)",
         f"batch for TPOT: largest b with TPOT {plan.slos['tpot'].stat if 'tpot' in plan.slos else '—'} <= SLO = "
         f"{p.batch_tpot:,}; batch_per_instance = min(cap, that) = {p.batch_max:,}",
-        f"interference ρx = λ_i·E[X] = {p.rho_interference:.4g}; packing k = 1 + λ_i·t = {p.packing:.3g} "
-        f"prompts per mixed step; prefill utilisation λ_i·E[X + (S − X)/k] = {p.prefill_utilization:.4g}; own prefill "
-        f"E[S] + (k − 1)·E[X] = {format_seconds(p.prefill_mean_s)}",
-        f"TPOT mean = t(B̄+1)/(1 − ρx) = {format_seconds(p.tpot['mean'])}; p50/p90/p99 = " + _three(p.tpot),
+        f"packing (gated): k_s = {p.packing_step:.3g} prompts per mixed step, k_p = {p.packing:.3g} in a prompt's own; "
+        f"pair penalty π(1 − 1/k_s) = {format_seconds(p.pack_penalty_s)}; interference ρx = λ_i·E[X + π(1 − 1/k_s)] = "
+        f"{p.rho_interference:.4g}; prefill utilisation λ_i·E[S_q] = {p.prefill_utilization:.4g}; own prefill "
+        f"E[S] + (k_p − 1)·E[X + π] = {format_seconds(p.prefill_mean_s)}; wait stretch {p.gated_stretch:.3g}",
+        f"TPOT mean = (t(B̄+1) + E[V]/n)/(1 − ρx) over requests, E[V] = {format_seconds(p.backlog_s)} queued at a "
+        f"decode's start: {format_seconds(p.tpot['mean'])}; p50/p90/p99 = " + _three(p.tpot),
         f"occupancy B̄ = λ_i·(own prefill + E[n]·TPOT) = {lam_i:.4g} × ({format_seconds(p.prefill_mean_s)} + "
         f"{L.mean_steps:,.1f} × {format_seconds(p.tpot['mean'])}) = {p.batch_mean:,.3g} (Little's law)",
         f"decode slots: c = N × B = {n * p.batch_max:,}, utilisation {p.slot_utilization:.4g}, Erlang-C P(wait) = "

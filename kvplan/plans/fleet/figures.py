@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvplan.calc.steptime import StepTimes
+from kvplan.plans.fleet.packing import pair_penalty
 
 Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
 
@@ -48,6 +49,14 @@ class InstanceFigures:
     batch_kv_mean: int
     batch_kv_p99: int
     request_dispatch_s: float = 0.0        # d: the engine's prefill dispatch, once per request, in TTFT only
+    pack_penalty_s: np.ndarray | None = None  # π: what a second prompt in a step adds beyond its E[X], on b_grid
+                                           # (kvplan.plans.fleet.packing.pair_penalty); None: 0
+
+    def penalty_at(self, b):
+        """π at batch (array) ``b``, linear between grid points (0 where not tabulated)."""
+        if self.pack_penalty_s is None:
+            return np.zeros(np.shape(b))
+        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.pack_penalty_s)
 
     def at(self, b: float):
         """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
@@ -110,6 +119,8 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None]
                        - dispatch, 0.0)
     moments = _sample_moments(lengths.grid_folds, prefill, extra, dispatch)
+    penalty = pair_penalty(*_token_cost(steps, chunk_tokens + int(b_grid[-1]) + 1, ctx), b_grid, chunk_tokens,
+                           lengths.isl_points)
     points = prefill[:, lengths.points_index]
     return InstanceFigures(
         pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
@@ -117,7 +128,7 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
         extra_grid_s=extra,
         prefill_alone_s=points[0],
         batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
-        request_dispatch_s=steps.request_dispatch_s,
+        request_dispatch_s=steps.request_dispatch_s, pack_penalty_s=penalty,
     )
 
 
@@ -155,6 +166,20 @@ def poisson_slope(means, values_at_ints) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         out = (w * np.where(ok, diff, 0.0)[None, :]).sum(axis=1) / total
     return np.where(total > 0, out, np.inf)
+
+
+def _token_cost(steps: StepTimes, n_max: int, context: float) -> tuple[np.ndarray, np.ndarray]:
+    """(n, G(n)): a mixed step of n new tokens without attention, LM-head rows or host dispatch (the linear layers and
+    communication a step's tokens share; per attention-DP rank, every rank alike), at every n up to 1,024 (the
+    CUDA-graph sizes) and every 8th beyond."""
+    from kvplan.calc.roofline import forward_pass
+
+    n = np.unique(np.concatenate([np.arange(min(n_max, 1024) + 1.0), np.arange(1024.0, n_max + 8.0, 8.0)]))
+    zero, dp = np.zeros_like(n), steps.dp
+    p = (steps.pass_fn or forward_pass)(steps.cost, steps.machine, tokens=dp * n, kv_bytes=zero, attention_flops=zero,
+                                         lm_head_rows=zero, tp=steps.tp, ep=dp, overlap_comm=steps.overlap_comm,
+                                         batch=dp * np.ones_like(n), context=zero + context, phase="mixed")
+    return n, np.asarray(p.time_s, dtype=np.float64) - np.asarray(getattr(p, "dispatch_s", 0.0), dtype=np.float64)
 
 
 def _chunk_dispatch(steps: StepTimes, batch, prompt, chunk):

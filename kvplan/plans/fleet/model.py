@@ -20,22 +20,26 @@ per-operator model by default, the roofline with ``--perf-model roofline``):
              and the B decoders (``mixed_chunk_step``); the last chunk's step emits the first token.
     X(ISL) = S − chunks × t(B) − Y: what a prompt's chunks add to the decoders' steps, less Y, the eager-
              prefill dispatch of those steps under ``--enforce-eager`` (``kvplan.calc.operators.eager_dispatch_s``:
-             once per forward, so the k prompts packed into a step share it); the decoders see X + Y/k per prompt.
+             once per forward, so the k_s prompts packed into a step share it).
+    π      = the pair penalty: what a second prompt in a step adds beyond its own X (a step's token cost is not
+             additive: :mod:`kvplan.plans.fleet.packing`); the decoders see X + π(1 − 1/k_s) + Y/k_s per prompt.
     d      = the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch, 0 under
              --enforce-eager): added to TTFT only, never to S, X or a step.
 
 Decode (TPOT). Prefill chunks interrupt the decoders like preemptive high-priority work arriving
-at λ_i with size X. A request of n steps (work w = n·t) finishes, by the completion-time result
-for preemptive-resume priority (e.g. Kleinrock, Queueing Systems II, §3.7), in
-    E[D] = w / (1 − ρx),   Var[D] = w · λ_i E[X²] / (1 − ρx)³,   ρx = λ_i E[X],
-so TPOT = D/n has mean m = t(b)/(1 − ρx) and variance λ_i t E[X²] / (n (1 − ρx)³). The batch it
+at λ_i with size X (X + π(1 − 1/k_s) + Y/k_s: packing). A request of n steps (work w = n·t) whose decode
+begins with V of that work queued (the prompts that arrived during its own step: λ_i·J·E[own step] of
+them, J of :mod:`~kvplan.plans.fleet.packing`) finishes, by the completion-time result for preemptive-resume
+priority (e.g. Kleinrock, Queueing Systems II, §3.7, with V present at the start), in
+    E[D] = (w + E[V]) / (1 − ρx),   Var[D] = w · λ_i E[X²] / (1 − ρx)³ + Var[V] / (1 − ρx)²,   ρx = λ_i E[X],
+so TPOT = D/n has mean (t(b) + E[V]/n)/(1 − ρx) and variance λ_i t E[X²] / (n (1 − ρx)³) + …. The batch it
 decodes in holds itself and a Poisson number (mean B̄) of others (M/G/∞ occupancy); each other
 sequence of held context h adds δ + γh to a step (step time is affine in batch and context while
 memory-bound), adding B̄·E[(δ + γh)²] / (1 − ρx)² of variance. Per n the TPOT is taken lognormal
 with that mean and variance; the distribution is the mixture over the workload's n (requests with
 OSL >= 2, as benchmarks count TPOT), and its percentiles come by bisection.
 
-Occupancy (Little's law): B̄ = λ_i × E[slot residence], residence R = S + n·m, solved as a fixed
+Occupancy (Little's law): B̄ = λ_i × E[slot residence], residence R = S + n·m (E[n]·m = E[D]), solved as a fixed
 point (B̄ enters t, S and X) by iterating from an empty instance, which converges to the smallest
 fixed point; none below the batch cap B_max (the engine's limits: the KV pool, ``max_num_seqs``,
 ``max_num_batched_tokens`` / 2, and the largest batch whose TPOT meets the SLO) means the decode
@@ -52,12 +56,15 @@ finds it by doubling then bisection.
 Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / :mod:`kvplan.calc.tails`):
     decode slots: c = N × B_max servers, service R (cs² of S + n·m over the workload), arrivals ca²;
     prefill:      c = N servers (a join-shortest-queue router behaves close to one central queue).
-                  Prompts that arrive during a step are packed into the next one, k = 1 + λ_i·t per
-                  mixed step on average, so the queue's service is S_q = X + (S − X)/k (the decoders'
-                  part of a step is shared) with cs² over the prompt-length distribution, and a
-                  prompt's own prefill takes S + (k − 1)·E[X] (its step also carries the others).
+                  Prompts that arrive during a step are packed into the next one (gated service,
+                  :mod:`kvplan.plans.fleet.packing`): k_s per mixed step, k_p in a prompt's own step, so
+                  the queue's service is S_q = X + π(1 − 1/k_s) + (S − X)/k_s (the decoders' part of a step
+                  is shared) with cs² over the prompt-length distribution, and a prompt's own step holds
+                  its slot for S + (k_p − 1)·E[X + π]. The FCFS wait is stretched by (1 + 2ρ_z)/(1 + ρ_z),
+                  ρ_z = λ_i·J·E[X + π], for the prompts that join its step while the one in progress ends.
     TTFT = W_slot + W_prefill + residual of the step in progress (uniform on [0, t] when the arrival
-    finds decoders running and no prefill, P = (1 − e^(−B̄))(1 − ρ_prefill)) + S, with the two
+    finds decoders running and no prefill, P = (1 − e^(−B̄))(1 − ρ_prefill)) + S (+ the λ_i·J·t/2 prompts that
+    join behind that decode step), with the two
     waits atom-plus-exponential and independent, convolved with S in closed form; where long
     prompts make S heavy-tailed, the prefill wait's tail is at least C·P(S_e > (1 − ρ)x)^N, S_e the
     equilibrium residual of S (:func:`kvplan.calc.tails.equilibrium_tail`; exact for M/M/1, the
@@ -82,6 +89,7 @@ from functools import cached_property
 import numpy as np
 
 from kvplan.calc import tails
+from kvplan.plans.fleet.packing import gated_stretch, interference, packing, packing_scalar  # noqa: F401
 from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures, poisson_slope, poisson_support  # noqa: F401
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
@@ -162,7 +170,11 @@ class Point:
     step_s: float = math.nan
     rho_interference: float = math.nan
     gain: float = math.nan
-    packing: float = 1.0
+    packing: float = 1.0           # k_p: prompts in a prompt's own mixed step (kvplan.plans.fleet.packing)
+    packing_step: float = 1.0      # k_s: prompts per mixed step
+    pack_penalty_s: float = 0.0    # π (1 − 1/k_s): the pair penalty a prompt pays on average
+    backlog_s: float = 0.0         # E[V]: the prefill work queued when a request's decode begins
+    gated_stretch: float = 1.0     # the prefill wait's stretch under gated service, (1 + 2ρ_z)/(1 + ρ_z)
     prefill_utilization: float = math.nan
     slot_utilization: float = math.nan
     prefill_mean_s: float = math.nan
@@ -194,10 +206,13 @@ class FleetModel:
 
     # ----------------------------------------------------------------- TPOT
     def tpot_stats(self, batch_seen: float, others: float, lam_i: float, interference_batch: float,
-                   stats=None, gain: float = 0.0, judge: bool = False) -> tuple[dict, float]:
+                   stats=None, gain: float = 0.0, judge: bool = False, servers: int = 1,
+                   backlog: tuple[float, float] = (0.0, 0.0)) -> tuple[dict, float]:
         """TPOT statistics when a request decodes among ``others`` (mean) in a batch of ``batch_seen``.
 
         ``gain`` is the occupancy loop gain g: the batch's variance is B̄ / (1 − g) rather than B̄.
+        ``backlog``: (E[V], E[V²]) of the prefill work V queued when a request's decode begins; the request of n
+        steps then takes (n t + V)/(1 − ρx) on average (module docstring); "mean" is over requests.
         ``judge``: also set ``"meets"``, whether the TPOT SLO holds, from the CDF at its limit
         (P(TPOT <= limit) >= q, one evaluation instead of a bisection).
         """
@@ -205,20 +220,23 @@ class FleetModel:
         slo = self.slos.get("tpot") if judge else None
         (n_points, n_weights), (t, more, per_token, _, _) = self.lengths.n_distinct, self.f.at(batch_seen)
         t_i, _, _, _, moments = self.f.at(interference_batch)
-        extra_mean, extra_second = interference(moments, 1 + lam_i * t_i)
+        _, k_s, _, pen = self._packing(interference_batch, lam_i, servers, t_i, moments)
+        extra_mean, extra_second = interference(moments, k_s, pen)
         rho = lam_i * extra_mean
         if rho >= 1:
             return {**{s: math.inf for s in stats}, **({"meets": False} if slo else {})}, rho
         if n_points.size == 0:  # every request ends with its first token: no TPOT
             return {**{s: math.nan for s in stats}, **({"meets": True} if slo else {})}, rho
-        mean = t / (1 - rho)
+        v1, v2 = backlog
+        mean = (t + v1 / n_points) / (1 - rho)
         per_seq2 = more**2 + per_token**2 * self.lengths.decode_context_var
         var_occ = others / (1 - min(gain, 0.99)) * per_seq2 / (1 - rho) ** 2
         var_int = lam_i * t * extra_second / (n_points * (1 - rho) ** 3)
         # a prefill burst both interrupts the request and, by lengthening every residence, grows
         # the batch it decodes in: the two deviations move together (comonotone), so sds add
-        sd = np.sqrt(var_occ) + np.sqrt(var_int)
-        mu, sigma = tails.lognormal_from_moments(np.full(n_points.shape, mean), sd * sd)
+        sd = np.sqrt(var_occ) + np.sqrt(var_int) + np.sqrt(max(v2 - v1 * v1, 0.0)) / (n_points * (1 - rho))
+        mu, sigma = tails.lognormal_from_moments(mean, sd * sd)
+        mean = float(np.dot(n_weights, mean))
         out = {"mean": mean}
         if slo is not None:
             out["meets"] = bool(_meets(slo, mean, lambda x: tails.lognormal_mixture_cdf(x, mu, sigma, n_weights)))
@@ -230,7 +248,24 @@ class FleetModel:
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
 
-    def batch_for_tpot(self, lam_i: float) -> int:
+    def _packing(self, b, lam_i: float, servers: int, step=None, moments=None):
+        """(k_p, k_s, π, π (1 − 1/k_s)) at batch b (scalar or array; :func:`kvplan.plans.fleet.packing.packing`)."""
+        if step is None:
+            step, moments = self.f.step_and_moments(b)
+        pi = self.f.penalty_at(b)
+        if np.size(b) == 1:  # one batch (the occupancy iteration, the TPOT bisection): in floats
+            m = np.asarray(moments, dtype=np.float64).ravel()
+            pf = float(np.ravel(pi)[0])
+            k_p, k_s, _, _ = packing_scalar(lam_i, float(np.ravel(step)[0]), m[0], m[3], m[4], pf,
+                                            -math.expm1(-float(np.ravel(b)[0])), servers)
+            if np.ndim(b) == 0:
+                return k_p, k_s, pf, pf * (1 - 1 / k_s)
+            k_p, k_s, pi = (np.full(np.shape(b), v) for v in (k_p, k_s, pf))
+        else:
+            k_p, k_s, _, _ = packing(lam_i, step, moments, pi, -np.expm1(-np.asarray(b, dtype=np.float64)), servers)
+        return k_p, k_s, pi, pi * (1 - 1 / k_s)
+
+    def batch_for_tpot(self, lam_i: float, servers: int = 1) -> int:
         """Largest batch (<= the KV / max_num_seqs cap) whose TPOT statistic meets the SLO; 0 if none."""
         cap = self.f.batch_cap
         slo = self.slos.get("tpot")
@@ -238,7 +273,7 @@ class FleetModel:
             return cap
 
         def meets(b: int) -> bool:
-            return self.tpot_stats(b, b - 1, lam_i, b - 1, ("mean",), judge=True)[0]["meets"]
+            return self.tpot_stats(b, b - 1, lam_i, b - 1, ("mean",), judge=True, servers=servers)[0]["meets"]
 
         if not meets(1):
             return 0
@@ -256,7 +291,7 @@ class FleetModel:
         lam, servers = self.rate, instances * self.dp
         lam_i = lam / servers
         point = Point(instances=instances, rate_per_s=lam)
-        point.batch_tpot = self.batch_for_tpot(lam_i)
+        point.batch_tpot = self.batch_for_tpot(lam_i, servers)
         point.batch_max = min(self.f.batch_cap, point.batch_tpot)
         if point.batch_max < 1:
             point.failures.append("tpot_slo" if self.f.batch_cap >= 1 else "kv_capacity")
@@ -265,7 +300,7 @@ class FleetModel:
 
         def next_occupancy(b: float) -> float:
             """Little's law with the batch b in force: λ_i (E[S(b)] + E[n]·TPOT(b)); ∞ when saturated."""
-            return float(self._occupancy_map(np.array([b]), lam_i, point.batch_max)[0])
+            return float(self._occupancy_map(np.array([b]), lam_i, point.batch_max, servers)[0])
 
         occupancy, stable = 0.0, True
         for _ in range(200):
@@ -284,14 +319,16 @@ class FleetModel:
         t, _, _, prefill, moments = self.f.at(min(occupancy, point.batch_max))
         s_mean, s_second, s_n, x_mean, x_second, s_x = (float(v) for v in moments[:6])
         point.step_s = t
-        # packing: prompts that arrive during a step share the next one, k per mixed step on average;
-        # the queue serves S_q = X + (S − X)/k (the step's decoders and its eager dispatch Y shared), and a
-        # prompt's own step also carries the others' X
-        k = point.packing = 1 + lam_i * t
-        point.rho_interference = lam_i * interference(moments, k)[0]
+        # packing (kvplan.plans.fleet.packing): prompts that arrive during a step share the next one, k_s per mixed
+        # step; the queue serves S_q = X + π(1 − 1/k_s) + (S − X)/k_s (the step's decoders and its eager dispatch Y
+        # shared, the pair penalty π paid by all but one), and a prompt's own step also carries k_p − 1 others' X + π
+        k_p, k, pi, pen = (float(v) for v in self._packing(occupancy, lam_i, servers, t, moments))
+        point.packing, point.packing_step, point.pack_penalty_s = k_p, k, pen
+        point.rho_interference = lam_i * interference(moments, k, pen)[0]
         q_mean = s_mean / k + x_mean * (1 - 1 / k)
-        q_second = (s_second + 2 * (k - 1) * s_x + (k - 1) ** 2 * x_second) / (k * k)
-        own_extra = (k - 1) * x_mean
+        q_second = (s_second + 2 * (k - 1) * s_x + (k - 1) ** 2 * x_second) / (k * k) + 2 * pen * q_mean + pen * pen
+        q_mean += pen
+        own_extra = (k_p - 1) * (x_mean + pi)
         point.prefill_mean_s = s_mean + own_extra
         point.prefill_utilization = lam_i * q_mean
         if not stable or point.rho_interference >= 1 or point.prefill_utilization >= 1:
@@ -303,11 +340,23 @@ class FleetModel:
         # jump read a gain > 1 (TPOT p99 ×8) at some N and not at N ± 1; a secant over B̄ ± √B̄ still jumped as an
         # edge entered or left its ends (TPOT p99 over the SLO at one N between passing ones)
         point.gain = float(poisson_slope(occupancy, self._occupancy_map(
-            np.arange(0.0, poisson_support(occupancy) + 2.0), lam_i, point.batch_max))[0])
+            np.arange(0.0, poisson_support(occupancy) + 2.0), lam_i, point.batch_max, servers))[0])
         seen = min(occupancy + 1, point.batch_max)
-        point.tpot, _ = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain,
-                                        stats=None if full else ("mean",), judge=True)
-        m, n_second = (point.tpot["mean"] if n_mean > 0 else 0.0), self.lengths.second_steps
+        # the prompts that arrived during a request's own step are still to be prefilled when its decode begins: V,
+        # a compound Poisson sum of X + π over λ_i·J·(own step) of them, delays it by V/(1 − ρx) (preemptive resume
+        # with that work present at the start)
+        join = lam_i * point.prefill_utilization ** (servers - 1)
+        z1, z2 = x_mean + pi, x_second + 2 * pi * x_mean + pi * pi
+        arrivals = join * point.prefill_mean_s
+        v1 = arrivals * z1
+        v2 = arrivals * z2 + (join * z1) ** 2 * max(s_second - s_mean**2, 0.0) + v1 * v1
+        point.backlog_s = v1
+        point.tpot, rho_x = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain,
+                                            stats=None if full else ("mean",), judge=True, servers=servers,
+                                            backlog=(v1, v2))
+        # E[n·TPOT] / E[n]: the decode time per step a request holds its slot (the request mean weights every request)
+        m = (self.f.at(seen)[0] / (1 - rho_x) + v1 / ((1 - rho_x) * n_mean)) if n_mean > 0 else 0.0
+        n_second = self.lengths.second_steps
         point.residence_s = s_mean + own_extra + n_mean * m
         residence_second = (s_second + 2 * own_extra * s_mean + own_extra**2 + 2 * m * (s_n + own_extra * n_mean)
                             + m * m * n_second)
@@ -318,13 +367,19 @@ class FleetModel:
             return point
         point.slot_wait = tails.wait_tail(slots, lam, point.residence_s, self.ca2,
                                           _scv(point.residence_s, residence_second))
-        point.prefill_wait = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
         # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
         point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
         point.residual_s = point.busy_share * t / 2
+        # gated service (kvplan.plans.fleet.packing): a prompt's step also carries the others that arrive while the
+        # step in progress ends, at rate λ_i·J; in a decode step that is λ_i·J·t/2 of them on average, added to its
+        # own prefill; behind a mixed step its wait is stretched by (1 + 2ρ_z)/(1 + ρ_z)
+        point.gated_stretch = gated_stretch(join * (x_mean + pi))
+        c2, th2 = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
+        point.prefill_wait = (c2, th2 * point.gated_stretch)
+        after = join * point.busy_share * t / 2 * (x_mean + pi)
         # d, the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch), is in TTFT only: a host
         # delay before the prompt is scheduled, not in its service, its residence or the decoders' steps
-        point.ttft = self.ttft_stats(point, prefill + own_extra + self.f.request_dispatch_s,
+        point.ttft = self.ttft_stats(point, prefill + after + self.f.request_dispatch_s,
                                      self._heavy_tail(point, t_decoders=occupancy),
                                      stats=None if full else ("mean",), judge=True)
         point.running = lam * point.residence_s
@@ -332,18 +387,22 @@ class FleetModel:
         self._judge(point)
         return point
 
-    def _occupancy_map(self, b: np.ndarray, lam_i: float, batch_max: float) -> np.ndarray:
-        """``next_occupancy`` of :meth:`evaluate` at each batch of ``b`` at once: λ_i (E[S(b)] + λ_i t(b) E[X(b)]
+    def _occupancy_map(self, b: np.ndarray, lam_i: float, batch_max: float, servers: int = 1) -> np.ndarray:
+        """``next_occupancy`` of :meth:`evaluate` at each batch of ``b`` at once: λ_i (E[S(b)] + (k_p − 1) E[X + π]
         + E[n]·TPOT(b)), TPOT(b) = t(min(b + 1, B_max)) / (1 − ρ(b)); ∞ where ρ(b) >= 1."""
         step, moments = self.f.step_and_moments(b)
         seen, _ = self.f.step_and_moments(np.minimum(b + 1, batch_max))
-        k = 1 + lam_i * step
-        extra = moments[:, 3] + (moments[:, 6] / k if moments.shape[1] >= 10 else 0.0)
+        k_p, k, pi, pen = self._packing(b, lam_i, servers, step, moments)
+        extra = moments[:, 3] + pen + (moments[:, 6] / k if moments.shape[1] >= 10 else 0.0)
         rho = lam_i * extra
+        q = moments[:, 0] / k + moments[:, 3] * (1 - 1 / k) + pen
+        own = moments[:, 0] + (k_p - 1) * (moments[:, 3] + pi)
+        backlog = lam_i * np.minimum(lam_i * q, 1.0) ** (servers - 1) * own * (moments[:, 3] + pi)
         n_mean = self.lengths.mean_steps
         with np.errstate(divide="ignore", invalid="ignore"):
-            decode = np.where(rho < 1, n_mean * seen / (1 - rho), np.inf) if n_mean > 0 else np.where(rho < 1, 0.0, np.inf)
-        return lam_i * (moments[:, 0] + lam_i * step * moments[:, 3] + decode)
+            decode = np.where(rho < 1, (n_mean * seen + backlog) / (1 - rho), np.inf) if n_mean > 0 else \
+                np.where(rho < 1, 0.0, np.inf)
+        return lam_i * (own + decode)
 
     def _heavy_tail(self, point: Point, t_decoders: float):
         """Prefill-wait tail from the residual of S: C·P(S_e > (1 − ρ)x)^N.
@@ -358,10 +417,11 @@ class FleetModel:
         w = row - i
         prefill = (1 - w) * self.f.prefill_grid_s[i] + w * self.f.prefill_grid_s[i + 1]
         extra = (1 - w) * self.f.extra_grid_s[i] + w * self.f.extra_grid_s[i + 1]
-        queued = extra + (prefill - extra) / point.packing
+        queued = extra + point.pack_penalty_s + (prefill - extra) / point.packing_step
         residual = tails.equilibrium_tail(np.interp(self._tail_isl, grid, queued))
         rho, n, c = point.prefill_utilization, point.instances * self.dp, point.prefill_wait[0]
-        return lambda x: c * residual((1 - rho) * x) ** n
+        stretch = point.gated_stretch
+        return lambda x: c * residual((1 - rho) * x / stretch) ** n
 
     def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None, stats=None, judge: bool = False) -> dict:
         """TTFT statistics: the two waits, the residual step and the own prefill convolved (module docstring);
@@ -433,16 +493,6 @@ def _meets(slo: Slo, mean: float, cdf) -> bool:
 
 def _quantile(stat: str) -> float:  # 'p99' → 0.99
     return STAT_QUANTILES.get(stat) or float(stat[1:]) / 100
-
-
-def interference(moments, k: float) -> tuple[float, float]:
-    """(E[X + Y/k], E[(X + Y/k)²]): what a prompt adds to the decoders' steps when k prompts share a step's
-    eager dispatch Y (moments as :func:`kvplan.plans.fleet.figures._sample_moments` gives them)."""
-    x1, x2 = float(moments[3]), float(moments[4])
-    if len(moments) < 10:
-        return x1, x2
-    y1, y2, xy = float(moments[6]), float(moments[7]), float(moments[8])
-    return x1 + y1 / k, x2 + 2 * xy / k + y2 / (k * k)
 
 
 def _scv(mean: float, second: float) -> float:
