@@ -66,3 +66,17 @@ def test_packing_grows_with_the_rate_and_the_penalty_with_it():
 def test_gated_stretch():
     # a gated server's wait over FCFS's: s̃ (U + ρ_z) against s̃ (U + ρ_z (1 − U)), U uniform: (½ + ρ_z) / (½ + ρ_z/2)
     assert gated_stretch(0.0) == 1.0 and gated_stretch(1.0) == pytest.approx(1.5)
+
+
+def test_the_fixed_point_holds_where_plain_iteration_cycles():
+    # 14 instances behind a join-shortest-queue router, short prompts: a larger k_s shares more of each step, so
+    # ρ_P and with it the join chance ρ_P^13 fall, and iterating μ alternates between two values; the root is found
+    lam, t, s, x, servers = 400 / 14, 0.032, 0.040, 0.0075, 14
+    k_p, k_s, rho, _ = packing(lam, t, moments(s, x), 0.0, 1.0, servers)
+    mu = k_p - 1
+    assert_allclose(k_s, mu / -np.expm1(-mu), rtol=1e-12)
+    assert_allclose(rho, lam * (x + (s - x) / k_s), rtol=1e-12)
+    c0 = s - x
+    seen = (c0 * c0 + 2 * c0 * k_s * x + k_s * x * x + k_s * mu * x * x) / (c0 + k_s * x)
+    assert_allclose(mu, lam * rho ** (servers - 1) * ((1 - rho) * t + rho * seen), rtol=1e-8)
+    assert 0 < mu < 2 and 0.5 < rho < 1

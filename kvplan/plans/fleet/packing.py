@@ -34,8 +34,9 @@ import math
 
 import numpy as np
 
-PACK_ROUNDS = 64    # at most this many fixed-point rounds of (k_s, ρ_P) …
-PACK_TOLERANCE = 1e-10  # … until k_s moves by less than this share
+PACK_ROUNDS = 64    # at most this many regula-falsi rounds for μ …
+PACK_TOLERANCE = 1e-10  # … until |h(μ)| <= this × (1 + μ)
+WIDEN_ROUNDS = 40   # doublings of the bracket's far end (μ up to 2⁴⁰)
 PAIR_STRIDE = 8     # the pair penalty's double sum takes every 8th of the 256 equally likely prompt lengths …
 PAIR_BATCHES = 12   # … at 12 batches of the figures' grid
 
@@ -69,38 +70,63 @@ def packing(lam_i, step, moments, penalty, busy, servers: int):
     m = np.asarray(moments, dtype=np.float64)
     t, pi, busy = (np.asarray(v, dtype=np.float64) for v in (step, penalty, busy))
     shape = np.broadcast_shapes(t.shape, pi.shape, busy.shape, m.shape[:-1])
-    return _solve(lam_i, t, m[..., 0], m[..., 3], m[..., 4], pi, busy, servers, np,
-                  lambda v: np.full(shape, v, dtype=np.float64))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _solve(lam_i, t, m[..., 0], m[..., 3], m[..., 4], pi, busy, servers, np,
+                      lambda v: np.full(shape, v, dtype=np.float64))
 
 
 def packing_scalar(lam_i: float, step: float, prefill: float, extra: float, extra_second: float, penalty: float,
                    busy: float, servers: int) -> tuple[float, float, float, float]:
     """:func:`packing` at one batch in plain floats (E[S], E[X], E[X²] for the moments): the search asks thousands."""
-    return _solve(lam_i, step, prefill, extra, extra_second, penalty, busy, servers, math, float)
+    return _solve(float(lam_i), float(step), float(prefill), float(extra), float(extra_second), float(penalty),
+                  float(busy), servers, math, float)
 
 
 def _solve(lam_i, t, s1, x1, x2, pi, busy, servers, xp, start):
-    """The fixed point of :func:`packing` with ``xp`` = math (floats) or numpy (arrays)."""
-    smallest = min if xp is math else np.minimum
-    largest = max if xp is math else np.maximum
+    """The root of h(μ) = G(μ) − μ (module docstring) with ``xp`` = math (floats) or numpy (arrays), by regula falsi
+    (the Illinois variant) in a bracket from μ = 0, where h >= 0, out to where h < 0: G need not be monotone (a
+    larger k_s shares more of each step, which lowers ρ_P and with it the join chance), so a plain iteration of μ
+    can cycle; h is continuous with one sign change."""
+    scalar = xp is math
+    where = (lambda c, x, y: x if c else y) if scalar else np.where
+    smallest, largest = (min, max) if scalar else (np.minimum, np.maximum)
     d = s1 - x1                                    # a prompt's decoders' part and dispatch, alone
     c0 = largest(d - pi, 0.0)
     z1, z2 = x1 + pi, x2 + 2 * pi * x1 + pi * pi   # X + π: what each prompt of a step adds
-    k_s = k_p = start(1.0)
-    rho = start(0.0)
-    for _ in range(PACK_ROUNDS if lam_i > 0 else 0):
-        before = k_s
+
+    def share(mu):                                 # k_s = μ / (1 − e^(−μ)), 1 + μ/2 near 0
+        return _per_step(mu) if scalar else np.where(mu > 1e-9, mu / -np.expm1(-np.maximum(mu, 1e-9)), 1 + mu / 2)
+
+    def h(mu):
+        k_s = share(mu)
         rho = smallest(lam_i * (x1 + pi * (1 - 1 / k_s) + d / k_s), 0.999)  # λ_i·S_q, the prefill utilisation
         mean = c0 + k_s * z1
-        second = c0 * c0 + 2 * c0 * k_s * z1 + k_s * z2 + k_s * (k_p - 1) * z1 * z1
-        seen = second / largest(mean, 1e-300)
-        mu = lam_i * rho ** (servers - 1) * (busy * (1 - rho) * t + rho * seen)
-        k_p = 1 + mu
-        k_s = _per_step(mu) if xp is math else np.where(mu > 1e-9, mu / -np.expm1(-np.maximum(mu, 1e-9)), 1 + mu / 2)
-        if (abs(k_s - before) <= PACK_TOLERANCE * k_s) if xp is math else np.all(np.abs(k_s - before)
-                                                                               <= PACK_TOLERANCE * k_s):
+        seen = (c0 * c0 + 2 * c0 * k_s * z1 + k_s * z2 + k_s * mu * z1 * z1) / largest(mean, 1e-300)
+        return lam_i * rho ** (servers - 1) * (busy * (1 - rho) * t + rho * seen) - mu, rho
+
+    a, b = start(0.0), start(1.0)
+    fa, rho = h(a)
+    none = fa <= 0                                  # h(0) = 0 (no arrivals, or no join chance): no packing
+    fb, _ = h(b)
+    for _ in range(WIDEN_ROUNDS if lam_i > 0 else 0):  # widen until h(b) < 0 (none: the prompts' own work saturates)
+        if (fb < 0) if scalar else bool(np.all((fb < 0) | (fa <= 0))):
             break
-    return k_p, k_s, rho, x1 + pi * (1 - 1 / k_s)
+        grow = (fb >= 0) & (fa > 0) if not scalar else fb >= 0
+        a, fa = where(grow, b, a), where(grow, fb, fa)
+        b = where(grow, 2 * b, b)
+        fb = where(grow, h(b)[0], fb)
+    mu = where(none, 0.0, b)
+    for _ in range(PACK_ROUNDS if lam_i > 0 else 0):
+        c = where(none, 0.0, (a * fb - b * fa) / where(fb != fa, fb - fa, 1.0))
+        fc, _ = h(c)
+        flip = fc * fb < 0
+        a, fa = where(flip, b, a), where(flip, fb, fa / 2)
+        b, fb, mu = c, fc, c
+        if (abs(fc) <= PACK_TOLERANCE * (1 + c)) if scalar else bool(np.all(np.abs(fc) <= PACK_TOLERANCE * (1 + c))):
+            break
+    _, rho = h(mu)
+    k_s = share(mu)
+    return 1 + mu, k_s, rho, x1 + pi * (1 - 1 / k_s)
 
 
 def _per_step(mu: float) -> float:
