@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from kvplan.plans.fleet.packing import gated_stretch, packing, pair_penalty
+from kvplan.plans.fleet.packing import gated_stretch, join_room, packing, pair_penalty
 
 MEMORY_S, PER_TOKEN_S, OVERHEAD_S = 0.010, 20e-6, 0.003   # a roofline with one knee, at 500 tokens
 
@@ -80,3 +80,10 @@ def test_the_fixed_point_holds_where_plain_iteration_cycles():
     seen = (c0 * c0 + 2 * c0 * k_s * x + k_s * x * x + k_s * mu * x * x) / (c0 + k_s * x)
     assert_allclose(mu, lam * rho ** (servers - 1) * ((1 - rho) * t + rho * seen), rtol=1e-8)
     assert 0 < mu < 2 and 0.5 < rho < 1
+
+
+@pytest.mark.parametrize(("prompt", "share"), [(1000, 1.0), (6000, 2192 / 6000), (12_000, (8192 - 3808) / 12_000)])
+def test_a_later_prompt_joins_only_the_budget_a_step_has_left(prompt, share):
+    # 8,192 tokens a step: a 6,000-token prompt leaves 2,192 for another; a 12,000-token one fills its first step
+    # and leaves 12,000 − 8,192 = 3,808 for its last, so 4,384 of the other's tokens fit there
+    assert_allclose(join_room(np.array([0.0]), 8192, np.full(256, float(prompt))), [share], rtol=1e-12)

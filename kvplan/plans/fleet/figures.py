@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvplan.calc.steptime import StepTimes
-from kvplan.plans.fleet.packing import pair_penalty
+from kvplan.plans.fleet.packing import join_room, pair_penalty
 
 Z99 = 2.3263478740408408  # Φ⁻¹(0.99)
 
@@ -51,6 +51,13 @@ class InstanceFigures:
     request_dispatch_s: float = 0.0        # d: the engine's prefill dispatch, once per request, in TTFT only
     pack_penalty_s: np.ndarray | None = None  # π: what a second prompt in a step adds beyond its E[X], on b_grid
                                            # (kvplan.plans.fleet.packing.pair_penalty); None: 0
+    join_room: np.ndarray | None = None    # ψ: the share of a joining prompt that fits its step (packing.join_room)
+
+    def room_at(self, b):
+        """ψ at batch (array) ``b``, linear between grid points (1 where not tabulated)."""
+        if self.join_room is None:
+            return np.ones(np.shape(b))
+        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.join_room)
 
     def penalty_at(self, b):
         """π at batch (array) ``b``, linear between grid points (0 where not tabulated)."""
@@ -119,6 +126,7 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None]
                        - dispatch, 0.0)
     moments = _sample_moments(lengths.grid_folds, prefill, extra, dispatch)
+    room = join_room(b_grid, chunk_tokens, lengths.isl_points)
     penalty = pair_penalty(*_token_cost(steps, chunk_tokens + int(b_grid[-1]) + 1, ctx), b_grid, chunk_tokens,
                            lengths.isl_points)
     points = prefill[:, lengths.points_index]
@@ -128,7 +136,7 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
         extra_grid_s=extra,
         prefill_alone_s=points[0],
         batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
-        request_dispatch_s=steps.request_dispatch_s, pack_penalty_s=penalty,
+        request_dispatch_s=steps.request_dispatch_s, pack_penalty_s=penalty, join_room=room,
     )
 
 

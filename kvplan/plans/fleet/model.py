@@ -61,7 +61,7 @@ Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / 
                   the queue's service is S_q = X + π(1 − 1/k_s) + (S − X)/k_s (the decoders' part of a step
                   is shared) with cs² over the prompt-length distribution, and a prompt's own step holds
                   its slot for S + (k_p − 1)·E[X + π]. The FCFS wait is stretched by (1 + 2ρ_z)/(1 + ρ_z),
-                  ρ_z = λ_i·J·E[X + π], for the prompts that join its step while the one in progress ends.
+                  ρ_z = λ_i·J·ψ·E[X + π], for the prompts that join its step while the one in progress ends.
     TTFT = W_slot + W_prefill + residual of the step in progress (uniform on [0, t] when the arrival
     finds decoders running and no prefill, P = (1 − e^(−B̄))(1 − ρ_prefill)) + S (+ the λ_i·J·t/2 prompts that
     join behind that decode step), with the two
@@ -250,19 +250,18 @@ class FleetModel:
 
     def _packing(self, b, lam_i: float, servers: int, step=None, moments=None):
         """(k_p, k_s, π, π (1 − 1/k_s)) at batch b (scalar or array; :func:`kvplan.plans.fleet.packing.packing`)."""
-        if step is None:
-            step, moments = self.f.step_and_moments(b)
-        pi = self.f.penalty_at(b)
+        step, moments = self.f.step_and_moments(b) if step is None else (step, moments)
+        pi, room = self.f.penalty_at(b), self.f.room_at(b)
         if np.size(b) == 1:  # one batch (the occupancy iteration, the TPOT bisection): in floats
-            m = np.asarray(moments, dtype=np.float64).ravel()
-            pf = float(np.ravel(pi)[0])
+            m, pf = np.asarray(moments, dtype=np.float64).ravel(), float(np.ravel(pi)[0])
             k_p, k_s, _, _ = packing_scalar(lam_i, float(np.ravel(step)[0]), m[0], m[3], m[4], pf,
-                                            -math.expm1(-float(np.ravel(b)[0])), servers)
+                                            -math.expm1(-float(np.ravel(b)[0])), servers, float(np.ravel(room)[0]))
             if np.ndim(b) == 0:
                 return k_p, k_s, pf, pf * (1 - 1 / k_s)
             k_p, k_s, pi = (np.full(np.shape(b), v) for v in (k_p, k_s, pf))
         else:
-            k_p, k_s, _, _ = packing(lam_i, step, moments, pi, -np.expm1(-np.asarray(b, dtype=np.float64)), servers)
+            k_p, k_s, _, _ = packing(lam_i, step, moments, pi, -np.expm1(-np.asarray(b, dtype=np.float64)), servers,
+                                     room)
         return k_p, k_s, pi, pi * (1 - 1 / k_s)
 
     def batch_for_tpot(self, lam_i: float, servers: int = 1) -> int:
@@ -373,6 +372,7 @@ class FleetModel:
         # gated service (kvplan.plans.fleet.packing): a prompt's step also carries the others that arrive while the
         # step in progress ends, at rate λ_i·J; in a decode step that is λ_i·J·t/2 of them on average, added to its
         # own prefill; behind a mixed step its wait is stretched by (1 + 2ρ_z)/(1 + ρ_z)
+        join *= float(self.f.room_at(occupancy))   # those that join fit beside its last chunk
         point.gated_stretch = gated_stretch(join * (x_mean + pi))
         c2, th2 = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
         point.prefill_wait = (c2, th2 * point.gated_stretch)

@@ -4,8 +4,9 @@ A step carries every decoder and then every prompt waiting when it starts (up to
 so the prompts that arrive while one step runs share the next (a gated batch server). Two figures
 follow, each as a prompt or as a step counts them:
 
-    μ   = λ_i · J · w: the others that share a prompt's step, w the mean length of the step in progress at
-          an arrival (length-biased), J the chance that a later arrival is routed to the prompt's instance
+    μ   = λ_i · J · ψ · w: the others that share a prompt's step, w the mean length of the step in progress at
+          an arrival (length-biased), J the chance that a later arrival is routed to the prompt's instance,
+          ψ the share of it that fits the budget the prompt's last chunk leaves (:func:`join_room`)
     k_p = 1 + μ: prompts in a prompt's own step (it waits for the others' chunks too: own prefill
           S + (k_p − 1)·E[X + π])
     k_s = μ / (1 − e^(−μ)) = 1 / E[1/k_p]: prompts per mixed step (the others Poisson(μ)): the share
@@ -62,27 +63,39 @@ def pair_penalty(tokens: np.ndarray, token_cost: np.ndarray, b_grid: np.ndarray,
     return np.interp(grid, sub, np.maximum(penalty.mean(axis=(1, 2)), 0.0))
 
 
-def packing(lam_i, step, moments, penalty, busy, servers: int):
+def join_room(b_grid: np.ndarray, chunk_tokens: int, isl_points: np.ndarray) -> np.ndarray:
+    """ψ(b) on ``b_grid``: the share of a later prompt's tokens that fit beside a prompt's last chunk in its step,
+    E[min(P₂, C − b − R₁) / P₂], R₁ what is left of P₁ for its last step (a prompt beyond the budget fills the
+    steps before): the others join a prompt's step only as far as its budget allows (1 for short prompts)."""
+    points = np.asarray(isl_points, dtype=np.float64)
+    p = np.maximum(points[PAIR_STRIDE // 2::PAIR_STRIDE] if points.size >= 2 * PAIR_STRIDE else points, 1.0)
+    c = np.maximum(chunk_tokens - np.asarray(b_grid, dtype=np.float64), 1.0)[:, None, None]
+    last = p[None, :, None] - c * (np.ceil(p[None, :, None] / c) - 1)
+    fits = np.minimum(p[None, None, :], np.maximum(c - last, 0.0)) / p[None, None, :]
+    return fits.mean(axis=(1, 2))
+
+
+def packing(lam_i, step, moments, penalty, busy, servers: int, room=1.0):
     """(k_p, k_s, ρ_P, x_eff) vectorised over batches (module docstring): ``step`` t, ``moments`` the sample
     moments of :func:`kvplan.plans.fleet.figures._sample_moments` (last axis), ``penalty`` π, ``busy`` the
-    chance the decoders are running (1 − e^(−B̄)), ``servers`` the instances the router spreads over.
-    ``x_eff`` = E[X] + π (1 − 1/k_s)."""
+    chance the decoders are running (1 − e^(−B̄)), ``servers`` the instances the router spreads over, ``room`` ψ
+    (:func:`join_room`, the join rate's factor). ``x_eff`` = E[X] + π (1 − 1/k_s)."""
     m = np.asarray(moments, dtype=np.float64)
-    t, pi, busy = (np.asarray(v, dtype=np.float64) for v in (step, penalty, busy))
-    shape = np.broadcast_shapes(t.shape, pi.shape, busy.shape, m.shape[:-1])
+    t, pi, busy, room = (np.asarray(v, dtype=np.float64) for v in (step, penalty, busy, room))
+    shape = np.broadcast_shapes(t.shape, pi.shape, busy.shape, room.shape, m.shape[:-1])
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _solve(lam_i, t, m[..., 0], m[..., 3], m[..., 4], pi, busy, servers, np,
+        return _solve(lam_i, t, m[..., 0], m[..., 3], m[..., 4], pi, busy, servers, room, np,
                       lambda v: np.full(shape, v, dtype=np.float64))
 
 
 def packing_scalar(lam_i: float, step: float, prefill: float, extra: float, extra_second: float, penalty: float,
-                   busy: float, servers: int) -> tuple[float, float, float, float]:
+                   busy: float, servers: int, room: float = 1.0) -> tuple[float, float, float, float]:
     """:func:`packing` at one batch in plain floats (E[S], E[X], E[X²] for the moments): the search asks thousands."""
     return _solve(float(lam_i), float(step), float(prefill), float(extra), float(extra_second), float(penalty),
-                  float(busy), servers, math, float)
+                  float(busy), servers, float(room), math, float)
 
 
-def _solve(lam_i, t, s1, x1, x2, pi, busy, servers, xp, start):
+def _solve(lam_i, t, s1, x1, x2, pi, busy, servers, room, xp, start):
     """The root of h(μ) = G(μ) − μ (module docstring) with ``xp`` = math (floats) or numpy (arrays), by regula falsi
     (the Illinois variant) in a bracket from μ = 0, where h >= 0, out to where h < 0: G need not be monotone (a
     larger k_s shares more of each step, which lowers ρ_P and with it the join chance), so a plain iteration of μ
@@ -102,7 +115,7 @@ def _solve(lam_i, t, s1, x1, x2, pi, busy, servers, xp, start):
         rho = smallest(lam_i * (x1 + pi * (1 - 1 / k_s) + d / k_s), 0.999)  # λ_i·S_q, the prefill utilisation
         mean = c0 + k_s * z1
         seen = (c0 * c0 + 2 * c0 * k_s * z1 + k_s * z2 + k_s * mu * z1 * z1) / largest(mean, 1e-300)
-        return lam_i * rho ** (servers - 1) * (busy * (1 - rho) * t + rho * seen) - mu, rho
+        return lam_i * room * rho ** (servers - 1) * (busy * (1 - rho) * t + rho * seen) - mu, rho
 
     a, b = start(0.0), start(1.0)
     fa, rho = h(a)
