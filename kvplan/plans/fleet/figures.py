@@ -65,6 +65,22 @@ class InstanceFigures:
             return np.zeros(np.shape(b))
         return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.pack_penalty_s)
 
+    def room_at(self, b):
+        """ψ at batch (array) ``b``, linear between grid points (1 where not tabulated)."""
+        if self.join_room is None:
+            return np.ones(np.shape(b))
+        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.join_room)
+
+    def pack_at(self, b: float) -> tuple[float, float]:
+        """(π, ψ) at one batch, as :meth:`penalty_at` and :meth:`room_at` (in floats: the search asks thousands)."""
+        grid = self.b_grid
+        b = min(max(float(b), float(grid[0])), float(grid[-1]))
+        i = min(max(int(np.searchsorted(grid, b)) - 1, 0), len(grid) - 2)
+        w = (b - grid[i]) / (grid[i + 1] - grid[i])
+        pi = 0.0 if self.pack_penalty_s is None else (1 - w) * self.pack_penalty_s[i] + w * self.pack_penalty_s[i + 1]
+        room = 1.0 if self.join_room is None else (1 - w) * self.join_room[i] + w * self.join_room[i + 1]
+        return float(pi), float(room)
+
     def at(self, b: float):
         """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
         b = float(min(max(b, self.b_grid[0]), self.b_grid[-1]))

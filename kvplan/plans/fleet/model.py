@@ -251,17 +251,18 @@ class FleetModel:
     def _packing(self, b, lam_i: float, servers: int, step=None, moments=None):
         """(k_p, k_s, π, π (1 − 1/k_s)) at batch b (scalar or array; :func:`kvplan.plans.fleet.packing.packing`)."""
         step, moments = self.f.step_and_moments(b) if step is None else (step, moments)
-        pi, room = self.f.penalty_at(b), self.f.room_at(b)
         if np.size(b) == 1:  # one batch (the occupancy iteration, the TPOT bisection): in floats
-            m, pf = np.asarray(moments, dtype=np.float64).ravel(), float(np.ravel(pi)[0])
-            k_p, k_s, _, _ = packing_scalar(lam_i, float(np.ravel(step)[0]), m[0], m[3], m[4], pf,
-                                            -math.expm1(-float(np.ravel(b)[0])), servers, float(np.ravel(room)[0]))
+            bf, m = float(np.ravel(b)[0]), np.asarray(moments, dtype=np.float64).ravel()
+            pf, room = self.f.pack_at(bf)
+            k_p, k_s, _, _ = packing_scalar(lam_i, float(np.ravel(step)[0]), m[0], m[3], m[4], pf, -math.expm1(-bf),
+                                            servers, room)
             if np.ndim(b) == 0:
                 return k_p, k_s, pf, pf * (1 - 1 / k_s)
             k_p, k_s, pi = (np.full(np.shape(b), v) for v in (k_p, k_s, pf))
         else:
+            pi = self.f.penalty_at(b)
             k_p, k_s, _, _ = packing(lam_i, step, moments, pi, -np.expm1(-np.asarray(b, dtype=np.float64)), servers,
-                                     room)
+                                     self.f.room_at(b))
         return k_p, k_s, pi, pi * (1 - 1 / k_s)
 
     def batch_for_tpot(self, lam_i: float, servers: int = 1) -> int:
@@ -369,10 +370,9 @@ class FleetModel:
         # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
         point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
         point.residual_s = point.busy_share * t / 2
-        # gated service (kvplan.plans.fleet.packing): a prompt's step also carries the others that arrive while the
-        # step in progress ends, at rate λ_i·J; in a decode step that is λ_i·J·t/2 of them on average, added to its
-        # own prefill; behind a mixed step its wait is stretched by (1 + 2ρ_z)/(1 + ρ_z)
-        join *= float(self.f.room_at(occupancy))   # those that join fit beside its last chunk
+        # gated service (kvplan.plans.fleet.packing): a prompt's step takes the later arrivals that fit, at λ_i·J·ψ:
+        # behind a decode step λ_i·J·ψ·t/2 of them (own prefill), behind a mixed step its wait × (1 + 2ρ_z)/(1 + ρ_z)
+        join *= self.f.pack_at(occupancy)[1]
         point.gated_stretch = gated_stretch(join * (x_mean + pi))
         c2, th2 = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
         point.prefill_wait = (c2, th2 * point.gated_stretch)

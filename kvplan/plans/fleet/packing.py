@@ -25,8 +25,14 @@ first prompt tokens at no cost (the weights are read anyway; the roofline's max(
 beyond that knee the per-token cost still grows with the GEMMs' shapes. So two prompts in one step cost
 π = E[G(b + P₁ + P₂) + G(b) − G(b + P₁) − G(b + P₂)] more than each alone, the E[X] that is measured
 one prompt per step; a step of K prompts is charged (K − 1)·π (exact where G is a roofline with one
-knee), so the decoders see X + π(1 − 1/k_s) per prompt. μ depends on ρ_P and ρ_P on k_s: the two are
-solved by fixed-point iteration from k = 1 (an increasing map, so the smallest fixed point).
+knee), so the decoders see X + π(1 − 1/k_s) per prompt. μ depends on ρ_P and ρ_P on k_s, and not monotonely (a
+larger k_s shares more of each step, which lowers ρ_P and with it J): μ is the root of h(μ) = G(μ) − μ (:func:`_solve`).
+
+The gated wait: a prompt that arrives U·s̃ before the end of the step in progress (U uniform, s̃ length-biased)
+waits U·s̃ and then its own step, which also carries the others that arrive in that U·s̃, ρ_z·U·s̃ of work
+(ρ_z = λ_i·J·ψ·E[X + π]); a FCFS server would have it wait U·s̃ + ρ_z(1 − U)·s̃ (the work of those ahead). The
+gated wait is E[U + ρ_z] / E[U + ρ_z(1 − U)] = (1 + 2ρ_z)/(1 + ρ_z) times the FCFS one on average (at most 1 + ρ_z
+in the far tail): :func:`gated_stretch`, applied to the FCFS (Allen–Cunneen) prefill wait.
 """
 
 from __future__ import annotations
@@ -148,7 +154,7 @@ def _per_step(mu: float) -> float:
 
 
 def gated_stretch(rho_z: float) -> float:
-    """(1 + 2ρ_z)/(1 + ρ_z): the mean of a gated server's wait over a FCFS one's (module docstring), ρ_z = λ_i·J·E[X + π]."""
+    """(1 + 2ρ_z)/(1 + ρ_z): a gated server's mean wait over a FCFS one's (module docstring), ρ_z = λ_i·J·ψ·E[X + π]."""
     return (1 + 2 * rho_z) / (1 + rho_z)
 
 
