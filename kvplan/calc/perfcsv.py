@@ -6,12 +6,21 @@ lines in the file's bytes (a C-level search), decodes only that slice and keeps 
 prefix (a table written in another order reads the same rows, only slower). The GEMM table holds every
 backend's measured (n, k) grid around the shipped cards' shapes; a command reads one GPU's rows of the
 backends it asks for, not the whole file.
+
+Each directory of tables ships ``index.csv`` (written by ``benchmarks/index_perf_data.py``; a test checks it
+against the tables): for each table, its size in bytes and every run of consecutive lines that share their
+first four cells (gpu, backend, backend_version and the fourth column: the GEMM table's dtype), with the run's
+byte range. A command then reads only the byte ranges of its GPU, backend and dtype (:func:`indexed_lines`)
+instead of the whole file, and finds a GPU's backends without reading a table. Where the index does not match
+the file (its size differs, or a range does not start and end on the run's lines), the reader searches the
+whole file as above.
 """
 
 from __future__ import annotations
 
-import csv
 import math
+import re
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -76,10 +85,39 @@ def read_columns(path: Path, prefix: str | None = None, data: bytes | None = Non
     header_line, body = prefix_lines(data, prefix, span)
     if dtype is not None:
         body = [line for line in body if line.split(",", 4)[3] == dtype]
-    reader = csv.reader([header_line, *body])
-    header = next(reader)
-    rows = list(reader)
-    cols = list(zip(*rows)) if rows else [[] for _ in header]
+    return columns(header_line, body)
+
+
+# What makes a body differ from comma-separated cells one line each: a quote, a NUL, or a line break other than
+# "\n" that str.splitlines would split at (non-ASCII text is read by the csv module too).
+_NOT_PLAIN = re.compile('["\x00\r\x0b\x0c\x1c-\x1e]')
+
+
+def plain(text: str) -> bool:
+    """Whether ``text`` is plain cells: ASCII, no quote, no NUL, no line break but "\n"."""
+    return text.isascii() and not _NOT_PLAIN.search(text)
+
+
+def columns(header_line: str, body: list[str] | str) -> dict[str, np.ndarray]:
+    """A table's columns from its header line and body (its lines, or their text, each line ended by "\n"): plain
+    cells (:func:`plain`, one line a row, as in the shipped tables) are split with str.split, anything else by the
+    csv module; the same strings either way."""
+    if isinstance(body, str):
+        text, lines = (body[:-1] if body.endswith("\n") else body), None
+    else:
+        text, lines = "\n".join(body), body
+    width = header_line.count(",") + 1
+    cells = text.replace("\n", ",").split(",")
+    if text and plain(text) and plain(header_line) and len(cells) == (text.count("\n") + 1) * width:
+        header = header_line.split(",")
+        cols = [cells[i::width] for i in range(width)]
+    else:
+        import csv
+
+        reader = csv.reader([header_line, *(text.splitlines() if lines is None else lines)])
+        header = next(reader)
+        rows = list(reader)
+        cols = list(zip(*rows)) if rows else [[] for _ in header]
     out = {}
     for name, values in zip(header, cols):
         if name in NUMERIC:
@@ -92,4 +130,86 @@ def read_columns(path: Path, prefix: str | None = None, data: bytes | None = Non
     return out
 
 
-__all__ = ["NUMERIC", "line_span", "narrowed", "prefix_lines", "read_columns"]
+INDEX = "index.csv"
+INDEX_HEADER = "table,table_bytes,gpu,backend,backend_version,fourth,start,end"
+# The tables kvplan reads by GPU (the index covers them; gpus.csv, kernels.csv and sources.csv are read whole).
+INDEXED = ("gemm", "moe", "moe_a2a", "attention_decode", "attention_prefill", "mla_decode", "mla_prefill", "comm")
+
+
+def runs(data: bytes) -> list[tuple[tuple[str, ...], int, int]]:
+    """Each run of consecutive body lines of a table's bytes that share their first four cells: (the four cells,
+    start byte, end byte past the run's last line and its newline)."""
+    out: list = []
+    pos = data.find(b"\n") + 1
+    while 0 < pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end + 1
+        key = tuple(data[pos:end].decode("utf-8").rstrip("\n").split(",", 4)[:4])
+        if out and out[-1][0] == key and out[-1][2] == pos:
+            out[-1] = (key, out[-1][1], end)
+        else:
+            out.append((key, pos, end))
+        pos = end
+    return out
+
+
+def index_text(directory: Path) -> str:
+    """The ``index.csv`` of a directory of tables (:data:`INDEXED` where present), as written."""
+    lines = [INDEX_HEADER]
+    for name in INDEXED:
+        path = directory / f"{name}.csv"
+        if path.exists():
+            data = path.read_bytes()
+            lines += [",".join([name, str(len(data)), *key, str(a), str(b)]) for key, a, b in runs(data)]
+    return "\n".join(lines) + "\n"
+
+
+@lru_cache(maxsize=None)
+def load_index(directory: Path) -> dict[str, tuple[int, list[tuple[tuple[str, ...], int, int]]]]:
+    """table -> (its bytes, its runs) from the directory's ``index.csv``; {} where there is none."""
+    path = directory / INDEX
+    if not path.exists():
+        return {}
+    out: dict = {}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0] != INDEX_HEADER:
+        return {}
+    for line in lines[1:]:
+        name, size, gpu, backend, version, fourth, start, end = line.split(",")
+        out.setdefault(name, (int(size), []))[1].append(((gpu, backend, version, fourth), int(start), int(end)))
+    return out
+
+
+def indexed_runs(path: Path, gpu: str, backend: str | None = None, fourth: str | None = None) -> list | None:
+    """The index's runs of ``gpu`` (, ``backend``, ``fourth`` cell) in table ``path``, in file order; None where
+    the index has no entry for the table or its size is not the file's (written before the file changed)."""
+    found = load_index(path.parent).get(path.stem)
+    if found is None or not path.exists() or path.stat().st_size != found[0]:
+        return None
+    return [r for r in found[1] if r[0][0] == gpu and (backend is None or r[0][1] == backend)
+            and (fourth is None or r[0][3] == fourth)]
+
+
+def indexed_lines(path: Path, gpu: str, backend: str | None = None, fourth: str | None = None
+                  ) -> tuple[str, str] | None:
+    """(header line, text of the lines) of ``gpu`` (, ``backend``, ``fourth`` cell) read at the index's byte ranges
+    (:func:`indexed_runs`); None where the index does not describe the file."""
+    found = indexed_runs(path, gpu, backend, fourth)
+    if found is None:
+        return None
+    parts = []
+    with open(path, "rb") as fh:
+        header = fh.readline()
+        for key, start, end in found:
+            fh.seek(start - 1)
+            chunk = fh.read(end - start + 1)
+            prefix = ("\n" + ",".join(key) + ",").encode("utf-8")
+            if not chunk.startswith(prefix) or not chunk.endswith(b"\n") or len(chunk) != end - start + 1:
+                return None
+            parts.append(chunk[1:])
+    text = b"".join(parts).decode("utf-8")
+    return (header.decode("utf-8").rstrip("\r\n"), text) if plain(text) else None
+
+
+__all__ = ["NUMERIC", "INDEX", "INDEXED", "columns", "plain", "index_text", "indexed_lines", "indexed_runs", "line_span",
+           "load_index", "narrowed", "prefix_lines", "read_columns", "runs"]
