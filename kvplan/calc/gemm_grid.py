@@ -46,10 +46,18 @@ def _bracket(values: np.ndarray, x: float) -> tuple[float, float, float]:
     return lo, hi, (math.log(x) - math.log(lo)) / (math.log(hi) - math.log(lo))
 
 
-def bilinear_corners(rows: dict, n: float, k: float) -> tuple[list, str] | None:
+def measured_pairs(rows: dict) -> tuple[np.ndarray, np.ndarray, frozenset]:
+    """(the distinct n, the distinct k, the measured (n, k) pairs) of one backend's rows of one dtype: what
+    :func:`bilinear_corners` reads; a caller pricing several shapes from the same rows passes it in once."""
+    return distinct_values(rows["n"]), distinct_values(rows["k"]), frozenset(zip(rows["n"].tolist(),
+                                                                                 rows["k"].tolist()))
+
+
+def bilinear_corners(rows: dict, n: float, k: float, pairs: tuple | None = None) -> tuple[list, str] | None:
     """The measured (n, k) corners around (n, k) with their bilinear weights, and a note where the shape lies
-    beyond the measured range (held at the edge). None when a bracketing corner is not in ``rows``."""
-    ns, ks = distinct_values(rows["n"]), distinct_values(rows["k"])
+    beyond the measured range (held at the edge). None when a bracketing corner is not in ``rows``
+    (``pairs``: :func:`measured_pairs` of ``rows``, worked out here where not given)."""
+    ns, ks, kept = measured_pairs(rows) if pairs is None else pairs
     nq, kq = min(max(n, ns[0]), ns[-1]), min(max(k, ks[0]), ks[-1])
     edge = []
     for name, q, x, lo, hi in (("n", nq, n, ns[0], ns[-1]), ("k", kq, k, ks[0], ks[-1])):
@@ -57,7 +65,6 @@ def bilinear_corners(rows: dict, n: float, k: float) -> tuple[list, str] | None:
             edge.append(f"{name}={x:g} beyond the measured {name} {lo:g}–{hi:g}: held at {q:g}")
     n0, n1, t = _bracket(ns, float(nq))
     k0, k1, u = _bracket(ks, float(kq))
-    kept = set(zip(rows["n"].tolist(), rows["k"].tolist()))
     weights: dict = {}
     for (a, b), w in (((n0, k0), (1 - t) * (1 - u)), ((n1, k0), t * (1 - u)), ((n0, k1), (1 - t) * u),
                       ((n1, k1), t * u)):
@@ -95,14 +102,17 @@ def _pair_curve(rows: dict, n: float, k: float, width: float, bw: float, peak: f
     return curve_from_rows(m, sol, rows["latency_s"][sel], source)
 
 
-def measured_curve(rows: dict, n: float, k: float, width: float, bw: float, peak: float, head: str) -> Curve | None:
+def measured_curve(rows: dict, n: float, k: float, width: float, bw: float, peak: float, head: str,
+                   pairs: tuple | None = None) -> Curve | None:
     """η(m) at (n, k) from one backend's rows of one dtype (``width`` bytes a weight): the bilinear blend of the
     bracketing measured pairs (:func:`bilinear_corners`, held at the grid's edge), or the nearest measured pair in
-    log space where the rows do not bracket it. ``head`` starts the source ("aiconfigurator vllm 0.24.0 bf16 GEMM")."""
-    found = bilinear_corners(rows, n, k)
+    log space where the rows do not bracket it. ``head`` starts the source ("aiconfigurator vllm 0.24.0 bf16 GEMM");
+    ``pairs``: :func:`measured_pairs` of ``rows`` where the caller has it."""
+    pairs = measured_pairs(rows) if pairs is None else pairs
+    found = bilinear_corners(rows, n, k, pairs)
     if found is None:                      # not a grid around (n, k): the nearest measured pair
-        pairs = np.array(sorted(set(zip(rows["n"].tolist(), rows["k"].tolist()))), dtype=np.float64)
-        a, b = pairs[nearest_index(pairs, np.array([n, k]))]
+        kept = np.array(sorted(pairs[2]), dtype=np.float64)
+        a, b = kept[nearest_index(kept, np.array([n, k]))]
         why = "" if (a, b) == (n, k) else f" (nearest measured pair to {shape_label(n, k)})"
         return _pair_curve(rows, a, b, width, bw, peak, f"{head} {shape_label(a, b)}{why}")
     corners, edge = found
@@ -129,4 +139,4 @@ def group_source(gemms, curves) -> str:
     return f"{head} GEMMs {parts}" + (f" ({'; '.join(how)})" if how else "")
 
 
-__all__ = ["bilinear_corners", "blend", "group_curve", "shape_label", "measured_curve", "group_source"]
+__all__ = ["bilinear_corners", "measured_pairs", "blend", "group_curve", "shape_label", "measured_curve", "group_source"]

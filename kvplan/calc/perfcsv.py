@@ -19,7 +19,6 @@ whole file as above.
 from __future__ import annotations
 
 import math
-import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -88,14 +87,20 @@ def read_columns(path: Path, prefix: str | None = None, data: bytes | None = Non
     return columns(header_line, body)
 
 
-# What makes a body differ from comma-separated cells one line each: a quote, a NUL, or a line break other than
-# "\n" that str.splitlines would split at (non-ASCII text is read by the csv module too).
-_NOT_PLAIN = re.compile('["\x00\r\x0b\x0c\x1c-\x1e]')
-
-
 def plain(text: str) -> bool:
-    """Whether ``text`` is plain cells: ASCII, no quote, no NUL, no line break but "\n"."""
-    return text.isascii() and not _NOT_PLAIN.search(text)
+    """Whether ``text`` is plain cells: ASCII, no quote, no NUL, no line break but "\n" (none that str.splitlines
+    would split at; non-ASCII text is read by the csv module)."""
+    return text.isascii() and not any(c in text for c in '"\x00\r\x0b\x0c\x1c\x1d\x1e')
+
+
+def _floats(values) -> np.ndarray:
+    """float64 of a column's cells: a column of few distinct cells (a grid's sizes) parses each distinct cell once
+    (float(), correctly rounded as numpy's own parse), any other in numpy's C loop."""
+    distinct = set(values)
+    if 4 * len(distinct) < len(values):
+        parsed = {v: float(v) for v in distinct}
+        return np.array([parsed[v] for v in values], dtype=np.float64)
+    return np.array(values, dtype=np.float64)
 
 
 def columns(header_line: str, body: list[str] | str) -> dict[str, np.ndarray]:
@@ -122,7 +127,7 @@ def columns(header_line: str, body: list[str] | str) -> dict[str, np.ndarray]:
     for name, values in zip(header, cols):
         if name in NUMERIC:
             try:
-                out[name] = np.array(values, dtype=np.float64)       # C-level parse; empty cells below
+                out[name] = _floats(values)                          # empty cells below
             except ValueError:
                 out[name] = np.array([float(v) if v else math.nan for v in values], dtype=np.float64)
         else:

@@ -136,15 +136,21 @@ class PerfTables:
         return str(gpus["gpu"][hit[0]]) if hit.size else None
 
     def select(self, name: str, **equal) -> dict[str, np.ndarray] | None:
-        t = self.table(name, equal.get("gpu"), equal.get("backend"), equal.get("dtype"))
+        gpu, backend = equal.get("gpu"), equal.get("backend")
+        t = self.table(name, gpu, backend, equal.get("dtype"))
         if t is None:
             return None
+        read_by = set()                    # the cells table() read the rows by (each row's line starts with them)
+        if gpu is not None:
+            read_by = {"gpu", "backend", "dtype"} if backend and name == "gemm" else {"gpu", "backend"} if backend \
+                else {"gpu"}
         mask = np.ones(len(t["latency_s"]), dtype=bool)
         for key, value in equal.items():
-            mask &= t[key] == value
+            if key not in read_by:
+                mask &= t[key] == value
         if not mask.any():
             return None
-        return {k: v[mask] for k, v in t.items()}
+        return dict(t) if mask.all() else {k: v[mask] for k, v in t.items()}   # the arrays are read, never written
 
     def backend(self, name: str, gpu: str, engine: str, **equal) -> tuple[str, dict] | tuple[None, None]:
         """The engine's own rows where measured, else TensorRT-LLM's, else any backend's (read one by one)."""
@@ -204,7 +210,10 @@ def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, 
     label = read_as if read_as == dtype else f"{read_as} (for {dtype}: {why})"
     head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} {label} GEMM"
     # the query's bytes per weight and peak: a stand-in dtype has the same width and peak (DTYPE_STAND_INS)
-    return gemm_grid.measured_curve(rows, n, k, BYTES.get(dtype, 2.0), bw, peak, head)
+    key = ("gemm pairs", gpu, backend, read_as)        # the rows' measured grid, once for every shape priced on it
+    if key not in tables._cache:
+        tables._cache[key] = gemm_grid.measured_pairs(rows)
+    return gemm_grid.measured_curve(rows, n, k, BYTES.get(dtype, 2.0), bw, peak, head, tables._cache[key])
 
 
 @_memo
@@ -328,7 +337,10 @@ def _collective_curves(tables: PerfTables, gpu: str, engine: str) -> dict:
             order = np.argsort(x)
             x, y = x[order], y[order]
             ux = distinct_values(x)
-            uy = np.array([y[x == u].mean() for u in ux])
+            first, past = np.searchsorted(x, ux), np.searchsorted(x, ux, side="right")   # each size's rows
+            uy = y[first]                                                  # a size measured once: its latency
+            for i in np.flatnonzero(past - first > 1):                     # measured more than once: the mean
+                uy[i] = y[first[i]:past[i]].mean()
             lib = str(t["library"][sel][0])
             out[(key, p)] = LatencyCurve(tuple(ux.tolist()), tuple(uy.tolist()), f"{who} {lib} {op} on {p} GPUs")
     return out
