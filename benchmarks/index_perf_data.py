@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvplan.calc.perfcsv import INDEX, index_text  # noqa: E402
+from kvplan.calc.perfcsv import INDEX  # noqa: E402
+from kvplan.calc.perfindex import index_text  # noqa: E402
 from kvplan.calc.perfdb import DATA, EXTRA  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Per-kernel efficiency of the routed experts (kvplan/data/perf ``moe.csv``, and DeepGEMM's H800 figures under
-DeepEP dispatch): the MoE half of :mod:`kvplan.calc.perfdb`, which re-exports these names; imported on the first
-MoE layer priced, so that a dense model's command does not load it.
+DeepEP dispatch). :mod:`kvplan.calc.perfdb` re-exports these names and imports this module on the first MoE layer
+priced, so that a dense model's command does not load it.
 
 - MoE (``moe.csv``): bytes = touched local experts ``(E/ep)(1 − (1 − k/E)^T) × 3 h i/tp × w``;
   FLOPs ``6 T k h i / (tp ep)``; curve over tokens T for the nearest measured model shape,
@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from kvplan.calc.efficiency import Curve
-from kvplan.calc.perfdb import BYTES, PerfTables, _curve, _memo, _nearest_rows
+from kvplan.calc.perftables import BYTES, PerfTables, _curve, _memo, _nearest_rows
 
 @_memo
 def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: float, inter: float, topk: float,

@@ -7,8 +7,8 @@ prefix (a table written in another order reads the same rows, only slower). The 
 backend's measured (n, k) grid around the shipped cards' shapes; a command reads one GPU's rows of the
 backends it asks for, not the whole file.
 
-Each directory of tables ships ``index.csv`` (written by ``benchmarks/index_perf_data.py``; a test checks it
-against the tables): for each table, its size in bytes and every run of consecutive lines that share their
+Each directory of tables ships ``index.csv`` (:mod:`kvplan.calc.perfindex` writes it, run as
+``benchmarks/index_perf_data.py``; a test checks it against the tables): for each table, its size in bytes and every run of consecutive lines that share their
 first four cells (gpu, backend, backend_version and the fourth column: the GEMM table's dtype), with the run's
 byte range. A command then reads only the byte ranges of its GPU, backend and dtype (:func:`indexed_lines`)
 instead of the whole file, and finds a GPU's backends without reading a table. Where the index does not match
@@ -116,6 +116,9 @@ def columns(header_line: str, body: list[str] | str) -> dict[str, np.ndarray]:
     if text and plain(text) and plain(header_line) and len(cells) == (text.count("\n") + 1) * width:
         header = header_line.split(",")
         cols = [cells[i::width] for i in range(width)]
+    elif not text and not lines and plain(header_line):                # no rows
+        header = header_line.split(",")
+        cols = [[] for _ in header]
     else:
         import csv
 
@@ -139,34 +142,6 @@ INDEX = "index.csv"
 INDEX_HEADER = "table,table_bytes,gpu,backend,backend_version,fourth,start,end"
 # The tables kvplan reads by GPU (the index covers them; gpus.csv, kernels.csv and sources.csv are read whole).
 INDEXED = ("gemm", "moe", "moe_a2a", "attention_decode", "attention_prefill", "mla_decode", "mla_prefill", "comm")
-
-
-def runs(data: bytes) -> list[tuple[tuple[str, ...], int, int]]:
-    """Each run of consecutive body lines of a table's bytes that share their first four cells: (the four cells,
-    start byte, end byte past the run's last line and its newline)."""
-    out: list = []
-    pos = data.find(b"\n") + 1
-    while 0 < pos < len(data):
-        end = data.find(b"\n", pos)
-        end = len(data) if end < 0 else end + 1
-        key = tuple(data[pos:end].decode("utf-8").rstrip("\n").split(",", 4)[:4])
-        if out and out[-1][0] == key and out[-1][2] == pos:
-            out[-1] = (key, out[-1][1], end)
-        else:
-            out.append((key, pos, end))
-        pos = end
-    return out
-
-
-def index_text(directory: Path) -> str:
-    """The ``index.csv`` of a directory of tables (:data:`INDEXED` where present), as written."""
-    lines = [INDEX_HEADER]
-    for name in INDEXED:
-        path = directory / f"{name}.csv"
-        if path.exists():
-            data = path.read_bytes()
-            lines += [",".join([name, str(len(data)), *key, str(a), str(b)]) for key, a, b in runs(data)]
-    return "\n".join(lines) + "\n"
 
 
 @lru_cache(maxsize=None)
@@ -216,5 +191,5 @@ def indexed_lines(path: Path, gpu: str, backend: str | None = None, fourth: str 
     return (header.decode("utf-8").rstrip("\r\n"), text) if plain(text) else None
 
 
-__all__ = ["NUMERIC", "INDEX", "INDEXED", "columns", "plain", "index_text", "indexed_lines", "indexed_runs", "line_span",
-           "load_index", "narrowed", "prefix_lines", "read_columns", "runs"]
+__all__ = ["NUMERIC", "INDEX", "INDEX_HEADER", "INDEXED", "columns", "plain", "indexed_lines", "indexed_runs",
+           "line_span", "load_index", "narrowed", "prefix_lines", "read_columns"]

@@ -1,0 +1,72 @@
+"""Benchmark: ``kvplan latency`` start-up as a whole process, per-operator model versus roofline.
+
+Run: python benchmarks/bench_startup.py [--base DIR] [--runs 9] [--bytecode]
+Prints wall-clock figures; nothing here is asserted (tests check the answers).
+
+Each run is one process, ``python -m kvplan latency llama-3.1-70b h200 --tp 8 --quiet`` (the default
+per-operator model, then ``--perf-model roofline``), with PYTHONPATH set to the checkout timed and
+OPENBLAS_NUM_THREADS=1. With ``--base`` (another checkout, e.g. a worktree of an older commit) the two
+checkouts alternate run by run, so a machine whose speed drifts slows both alike; the figure is the best of
+``--runs``. ``--bytecode`` lets Python write and reuse compiled modules (in a temporary PYTHONPYCACHEPREFIX,
+nothing written into the checkouts), as an installed package does; without it the environment decides
+(PYTHONDONTWRITEBYTECODE=1 compiles every module at every start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMAND = ["latency", "llama-3.1-70b", "h200", "--tp", "8", "--quiet"]
+MODELS = {"per-operator": [], "roofline": ["--perf-model", "roofline"]}
+
+
+def once(tree: Path, extra: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "kvplan", *COMMAND, *extra], env={**env, "PYTHONPATH": str(tree)},
+                   cwd=tree, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def startup(trees: list[Path], runs: int = 9, bytecode: bool = False) -> dict:
+    """{(tree, model): best seconds of ``runs``}, the trees and models alternating run by run."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as cache:
+        if bytecode:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = cache
+        times: dict = {}
+        for tree in trees:                           # one untimed run each: the page cache (and bytecode) warm
+            for extra in MODELS.values():
+                once(tree, extra, env)
+        for _ in range(runs):
+            for tree in trees:
+                for model, extra in MODELS.items():
+                    times.setdefault((tree, model), []).append(once(tree, extra, env))
+    return {key: min(values) for key, values in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", type=Path, help="another checkout to time against this one, run for run")
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--bytecode", action="store_true", help="compiled modules written and reused (temporary cache)")
+    args = ap.parse_args()
+    trees = [args.base.resolve(), ROOT] if args.base else [ROOT]
+    best = startup(trees, args.runs, args.bytecode)
+    how = "bytecode cached" if args.bytecode else "environment's bytecode setting"
+    print(f"kvplan {' '.join(COMMAND)}: best of {args.runs} whole processes ({how})")
+    for tree in trees:
+        op, roof = best[(tree, "per-operator")], best[(tree, "roofline")]
+        print(f"  {tree}: per-operator {op * 1e3:.0f} ms, roofline {roof * 1e3:.0f} ms, "
+              f"gap {(op - roof) * 1e3:+.0f} ms ({op / roof - 1:+.1%})")
+
+
+if __name__ == "__main__":
+    main()
