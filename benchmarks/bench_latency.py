@@ -10,11 +10,13 @@ Prints wall-clock figures (best of several runs); nothing here is asserted (see 
 3. The ``latency`` plan end to end (cards, rows, explain) for a 3 × 3 × 3 × 2 product.
 4. The per-operator model (measured kernel tables for H200, TensorRT-LLM) over the same decode grid, and the
    MoE step with attention DP + expert parallelism over a 1,024 × 1,024 (batch, context) grid.
-5. ``kvplan latency`` as a command (process start-up included), per-operator and roofline.
+5. ``kvplan latency`` as a command (process start-up included), per-operator and roofline (best of 9, the two
+   alternating; ``benchmarks/bench_startup.py --base <older checkout>`` compares two checkouts run for run).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +25,8 @@ from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
 from kvplan.plans.build import latency_from_names
 from timing import best
+
+ROOT = Path(__file__).resolve().parents[1]
 
 H200 = Machine(name="h200", compute_dtype="bf16", bandwidth_bytes_per_s=4.8e12, peak_flops_per_s=989.5e12,
                eta_mem=0.8, eta_flops=0.75, step_overhead_s=723e-6, scale_up_bytes_per_s=450e9,
@@ -114,20 +118,14 @@ def bench_operator_grid_ep(name: str, dp: int, weights_dtype: str) -> None:
 
 
 def bench_command() -> None:
-    import subprocess
-    import sys
-    import time
+    """``kvplan latency`` as a command, per-operator and roofline, alternating run by run (bench_startup.py)."""
+    from bench_startup import COMMAND, startup
 
-    for extra in ([], ["--perf-model", "roofline"]):
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "kvplan", "latency", "llama-3.1-70b", "h200", "--tp", "8",
-                            "--quiet", *extra], check=True, capture_output=True)
-            times.append(time.perf_counter() - start)
-        label = "per-operator" if not extra else "roofline"
-        print(f"kvplan latency llama-3.1-70b h200 --tp 8 ({label}): {min(times) * 1e3:.0f} ms wall, process start-up "
-              "included (best of 3)")
+    best = startup([ROOT], runs=9)
+    for model in ("per-operator", "roofline"):
+        wall, cpu = best[(ROOT, model)]
+        print(f"kvplan {' '.join(COMMAND[:-1])} ({model}): {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU, process "
+              "start-up included (best of 9)")
 
 
 def main() -> None:
