@@ -170,13 +170,9 @@ def indexed_runs(path: Path, gpu: str, backend: str | None = None, fourth: str |
             and (fourth is None or r[0][3] == fourth)]
 
 
-def indexed_lines(path: Path, gpu: str, backend: str | None = None, fourth: str | None = None
-                  ) -> tuple[str, str] | None:
-    """(header line, text of the lines) of ``gpu`` (, ``backend``, ``fourth`` cell) read at the index's byte ranges
-    (:func:`indexed_runs`); None where the index does not describe the file."""
-    found = indexed_runs(path, gpu, backend, fourth)
-    if found is None:
-        return None
+def indexed_lines(path: Path, found: list) -> tuple[str, str] | None:
+    """(header line, text of the lines) of the runs ``found`` (:func:`indexed_runs`) read at their byte ranges; None
+    where a range does not hold its run's lines (the index does not describe the file)."""
     parts = []
     with open(path, "rb") as fh:
         header = fh.readline()

@@ -100,7 +100,12 @@ class PerfTables:
     def _part(self, name: str, path: Path, gpu: str | None, backend: str | None, dtype: str | None) -> dict:
         """One file's rows: read at the byte ranges of its directory's index where that describes the file
         (:func:`perfcsv.indexed_lines`), else found in the file's bytes (:func:`_read`)."""
-        found = indexed_lines(path, gpu, backend or None, dtype if backend else None) if gpu is not None else None
+        found = None
+        if gpu is not None:
+            runs = indexed_runs(path, gpu, backend or None, dtype if backend else None)
+            if runs == []:
+                return {}                  # the index says the file holds none of these rows: nothing to read
+            found = indexed_lines(path, runs) if runs is not None else None
         return columns(*found) if found is not None else _read(path, gpu, backend, dict(self.raw(name))[path], dtype)
 
     def gpu_name(self, card_name: str) -> str | None:

@@ -125,13 +125,25 @@ def test_stale_index_falls_back_to_searching_the_file(tmp_path):
     gemm = tmp_path / "gemm.csv"
     text = gemm.read_text(encoding="utf-8")
     gemm.write_text(text.replace("h200_sxm,vllm,0.24.0,bf16,", "h200_sxm,vllm,0.24.0,bf16,1", 1), encoding="utf-8")
-    assert perfcsv.indexed_lines(gemm, "h200_sxm", "vllm", "bf16") is None
+    assert perfcsv.indexed_runs(gemm, "h200_sxm", "vllm", "bf16") is None
     rows = perfdb.PerfTables(tmp_path).select("gemm", gpu="h200_sxm", backend="vllm", dtype="bf16")
     csv_rows.cache_clear()
     header, by_block, _ = csv_rows(gemm)
     want = reference(header, by_block[("h200_sxm", "vllm", "bf16")])
     assert rows["kernel_id"][0] == "120"
     same(rows, want)
+
+
+def test_a_range_that_does_not_hold_its_run_is_not_read(tmp_path):
+    """An index whose ranges no longer fall on its runs' lines (the table edited, its size kept) reads nothing."""
+    for name in ("gemm.csv", perfcsv.INDEX):
+        shutil.copy(perfdb.DATA / name, tmp_path / name)
+    gemm = tmp_path / "gemm.csv"
+    runs = perfcsv.indexed_runs(gemm, "h200_sxm", "vllm", "bf16")
+    assert perfcsv.indexed_lines(gemm, runs) is not None
+    key, start, end = runs[0]
+    assert perfcsv.indexed_lines(gemm, [(key, start + 1, end)]) is None
+    assert perfcsv.indexed_lines(gemm, [(key, start, end - 1)]) is None
 
 
 def test_columns_reads_quoted_and_empty_cells_as_the_csv_module():
