@@ -18,16 +18,7 @@ from kvplan.calc.kv import kv_layout
 from kvplan.calc.memory import num_blocks
 from kvplan.cards.loader import load_model
 from kvplan.engines import get_profile
-
-
-def _child(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
-    """Wall and CPU (user + system) seconds of one process (os.wait4: this child's own usage)."""
-    t0 = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed")
-    return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
+from timing import process_seconds
 
 
 def compile_package() -> None:
@@ -63,9 +54,9 @@ def startup(runs: int = 9, model: str = "llama-3.1-70b") -> None:
     same = {**os.environ, "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "1")}
     samples: dict[str, list[tuple[float, float]]] = {"size": [], "bare": [], "bare1": []}
     for _ in range(runs):
-        samples["size"].append(_child(size))
-        samples["bare"].append(_child(bare))
-        samples["bare1"].append(_child(bare, same))
+        samples["size"].append(process_seconds(size))
+        samples["bare"].append(process_seconds(bare))
+        samples["bare1"].append(process_seconds(bare, same))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in samples.items()}
     probe = ("import sys, runpy; sys.argv=['kvplan','size','llama-3.1-70b','--format','json'];"
              "import io, contextlib\n"

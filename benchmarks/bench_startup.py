@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import process_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = ["latency", "llama-3.1-70b", "h200", "--tp", "8", "--quiet"]
@@ -34,13 +34,8 @@ MODELS = {"per-operator": [], "roofline": ["--perf-model", "roofline"]}
 
 def once(tree: Path, extra: list[str], env: dict) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system) of one process."""
-    used = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "kvplan", *COMMAND, *extra], env={**env, "PYTHONPATH": str(tree)},
-                   cwd=tree, check=True, capture_output=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime
+    return process_seconds([sys.executable, "-m", "kvplan", *COMMAND, *extra], {**env, "PYTHONPATH": str(tree)},
+                           cwd=tree)
 
 
 def startup(trees: list[Path], runs: int = 9, bytecode: bool = False) -> dict:

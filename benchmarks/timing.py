@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 
 
@@ -27,3 +29,13 @@ def best_cpu(func, runs: int = 5) -> tuple[float, float, object]:
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     return min(walls), min(cpus), value
+
+
+def process_seconds(cmd: list[str], env: dict | None = None, cwd=None) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one process (os.wait4: this child's own usage); exits on failure."""
+    t0 = time.perf_counter()
+    child = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
+    _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed")
+    return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime

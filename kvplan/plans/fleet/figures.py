@@ -53,23 +53,19 @@ class InstanceFigures:
                                            # (kvplan.plans.fleet.packing.pair_penalty); None: 0
     join_room: np.ndarray | None = None    # ψ: the share of a joining prompt that fits its step (packing.join_room)
 
+    def _on_grid(self, values: np.ndarray | None, b, default: float):
+        """``values`` (on b_grid) at batch (array) ``b``, linear between grid points; ``default`` where not tabulated."""
+        if values is None:
+            return np.full(np.shape(b), default)
+        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, values)
+
     def room_at(self, b):
-        """ψ at batch (array) ``b``, linear between grid points (1 where not tabulated)."""
-        if self.join_room is None:
-            return np.ones(np.shape(b))
-        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.join_room)
+        """ψ at batch (array) ``b`` (1 where not tabulated)."""
+        return self._on_grid(self.join_room, b, 1.0)
 
     def penalty_at(self, b):
-        """π at batch (array) ``b``, linear between grid points (0 where not tabulated)."""
-        if self.pack_penalty_s is None:
-            return np.zeros(np.shape(b))
-        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.pack_penalty_s)
-
-    def room_at(self, b):
-        """ψ at batch (array) ``b``, linear between grid points (1 where not tabulated)."""
-        if self.join_room is None:
-            return np.ones(np.shape(b))
-        return np.interp(np.asarray(b, dtype=np.float64), self.b_grid, self.join_room)
+        """π at batch (array) ``b`` (0 where not tabulated)."""
+        return self._on_grid(self.pack_penalty_s, b, 0.0)
 
     def pack_at(self, b: float) -> tuple[float, float]:
         """(π, ψ) at one batch, as :meth:`penalty_at` and :meth:`room_at` (in floats: the search asks thousands)."""
