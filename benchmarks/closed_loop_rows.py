@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from urllib.parse import urlparse
 
 import numpy as np
 
@@ -121,6 +122,13 @@ def group(r: dict) -> str:
     """dense; MoE per GPU; bursts (all requests sent at once, C = N) apart."""
     name = "dense" if r["architecture"] == "dense" else f"MoE {r['hardware_card']}"
     return name + (" burst" if r.get("burst") else "")
+
+
+def source(r: dict) -> str:
+    """The row's publisher, from its URL: the site, or the owner of a GitHub repository (per-source scores, so that a
+    median over all rows that moves because rows were added is not read as the model moving)."""
+    url = urlparse(r["source_url"])
+    return url.path.strip("/").split("/")[0] if url.netloc == "github.com" else url.netloc
 
 
 def scored(r: dict, out: dict) -> list[tuple[str, float, float]]:

@@ -199,8 +199,17 @@ def test_closed_loop_burst_rows_add_up():
 
 def test_closed_loop_worked_rows():
     rows = _rows("closed_loop.csv")
-    nim = _one(rows, engine_version="1.8.0", concurrency=1)
+    nim = _one(rows, engine_version="1.8.0", concurrency=1, isl=5000)
     assert (float(nim["ttft_mean_ms"]), float(nim["itl_mean_ms"]), float(nim["output_tokens_per_s"])) == (406.77, 18.58, 51.67)
+    # the same page, table '500 Input Tokens / 2000 Output Tokens', concurrency 1: '| 1 | 47.77 | 18.91 | 52.85 |'
+    nim = _one(rows, engine_version="1.8.0", concurrency=1, isl=500)
+    assert (float(nim["ttft_mean_ms"]), float(nim["itl_mean_ms"]), float(nim["output_tokens_per_s"])) == (47.77, 18.91, 52.85)
+    assert nim["osl"] == "2000" and (nim["tp"], nim["num_gpus"], nim["weights_dtype"], nim["kv_dtype"]) == ("2", "2", "fp8", "")
+    # every NIM row names its table; the page's nine rows transcribed so far: 5000/500 at C = 1 ... 250, 500/2000 at C = 1
+    tables = sorted((r["isl"], r["osl"], int(r["concurrency"])) for r in rows if r["engine"].startswith("nvidia-nim"))
+    assert tables == [("500", "2000", 1)] + [("5000", "500", c) for c in (1, 5, 25, 50, 100, 150, 200, 250)]
+    assert all(r["source_locator"] == f"table '{r['isl']} Input Tokens / {r['osl']} Output Tokens', C = {r['concurrency']}"
+               for r in rows if r["engine"].startswith("nvidia-nim"))
     h200 = _one(rows, hardware_card="h200", engine="vllm", concurrency=4, osl=800)
     assert float(h200["tpot_mean_ms"]) == 25.72997376 and int(h200["isl"]) == 3200
 
