@@ -235,7 +235,8 @@ class Deployment:
 
         cost = self.cost
         machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
-                                         self.engine.efficiencies, self.tp * self.parallel.dp)
+                                         self.engine.efficiencies, self.tp * self.parallel.dp,
+                                         moe_layers=cost.moe_layers)
         return machine, tuple(notes)
 
     @property

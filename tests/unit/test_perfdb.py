@@ -121,8 +121,10 @@ def test_gb200_takes_b200s_tables_and_no_other_card_does():
 
 
 def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():
-    """An MTP head of 1 layer: the launch floor is (3 × 1 + 1) / (3 × 61 + 1) of DeepSeek-V3's 61-layer floor
-    (3 µs × 184 kernels = 552 µs → 3 µs × 4 = 12 µs), and no per-sequence host cost in the draft pass."""
+    """DeepSeek-V3: 3 dense + 58 MoE layers, 3 element-wise kernels per dense layer and 2 per MoE layer + 1
+    (aiconfigurator models/llama.py, moe.py, deepseek.py): 9 + 116 + 1 = 126 kernels, 3 µs × 126 = 378 µs.
+    An MTP head of 1 layer is 1/61 of the target's layers of each kind: 3 × 3/61 + 2 × 58/61 + 1 = 186/61
+    kernels, 3 µs × 186/61 = 9.15 µs; no per-sequence host cost in the draft pass."""
     from kvplan.calc.operators import Parallel
     from kvplan.calc.roofline import decode_step, model_cost
     from kvplan.cards.loader import load_hardware, load_model
@@ -134,16 +136,16 @@ def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():
     card, hw = load_model("deepseek-v3"), load_hardware("h200")
     cost = model_cost(card, get_profile("trtllm"), "fp8", "fp8", tps=[8])
     notes: list[str] = []
-    machine, _ = resolve_machine(hw, "fp8", "fp8", cost.layers, Efficiencies(), 8)
-    assert machine.step_overhead_s == pytest.approx(3e-6 * (3 * 61 + 1))
+    machine, _ = resolve_machine(hw, "fp8", "fp8", cost.layers, Efficiencies(), 8, moe_layers=cost.moe_layers)
+    assert machine.step_overhead_s == pytest.approx(3e-6 * 126)
     fn, _effs, _ = operator_model(card, hw, cost, machine, "trtllm", False, False, Parallel(tp=8), notes,
                                   load_tables(), tps=[8])
     draft = cost.draft_layers(1.0)
     draft_fn = draft_pass(fn, card, draft)
     step = decode_step(draft, machine, 16.0, 1024.0, tp=8, pass_fn=draft_fn)
-    assert float(step.overhead_s) == pytest.approx(3e-6 * 4, rel=1e-9)
+    assert float(step.overhead_s) == pytest.approx(3e-6 * 186 / 61, rel=1e-9)
     target = decode_step(cost, machine, 16.0, 1024.0, tp=8, pass_fn=fn)
-    assert float(target.overhead_s) == pytest.approx(3e-6 * 184, rel=1e-9)
+    assert float(target.overhead_s) == pytest.approx(3e-6 * 126, rel=1e-9)
 
 
 def test_moe_efficiency_at_an_unmeasured_ep_size_is_geometric_between_the_measured_ones():

@@ -253,7 +253,8 @@ def calibrate(
     shared = set(first.cost.layouts) >= set(tps)
     cost = first.cost if shared else model_cost(card, first.profile, s.weights_dtype, s.kv_dtype, tps=tps)
     dtype = compute_dtype or compute_dtype_for(cost.weights_dtype, card.dtype)
-    prior, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, Efficiencies(), max(tps) * ep)
+    prior, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, Efficiencies(), max(tps) * ep,
+                                   moe_layers=cost.moe_layers)
     unit = dataclasses.replace(prior, eta_mem=1.0, eta_flops=1.0, step_overhead_s=0.0)
     kind = np.array([d.kind for d in data])
     batch = np.array([d.batch for d in data], dtype=np.float64)

@@ -47,6 +47,7 @@ from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_
                                     max_batch, operator_model, resolve_dp_imbalance)
 from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
                                             memory_notes)
+from kvplan.plans.sizing.kernels import ELEMENTWISE_LATENCY_S, KERNELS_SOURCE, elementwise_kernels, kernels_note
 from kvplan.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -59,10 +60,8 @@ DEFAULT_ETA_MEM_SOURCE = ("ai-dynamo/aiconfigurator systems/*.yaml mem_bw_empiri
 DEFAULT_ETA_FLOPS = 0.75
 DEFAULT_ETA_FLOPS_SOURCE = ("FlashAttention-3 (Shah et al., arXiv:2407.08608) reaches 740 of 989 TFLOPS "
                             "(75% utilization) in BF16 on H100")
-DEFAULT_OP_LATENCY_S = 3e-6
-OPS_PER_LAYER = 3
-DEFAULT_OVERHEAD_SOURCE = ("aiconfigurator mem_empirical_constant_latency 3 µs, charged per element-wise "
-                           "kernel: 3 per layer (add+norm ×2, activation) + 1 embedding, as its LLAMA model does")
+DEFAULT_OP_LATENCY_S = ELEMENTWISE_LATENCY_S   # per element-wise kernel; the count per layer kind: .kernels
+DEFAULT_OVERHEAD_SOURCE = KERNELS_SOURCE
 DEFAULT_LINK_LATENCY_S = 10e-6
 DEFAULT_LINK_LATENCY_SOURCE = "aiconfigurator systems/*.yaml p2p_latency: 10 µs (\"nonofficial correction\")"
 
@@ -102,9 +101,12 @@ def peak_flops(hw: HardwareCard, compute_dtype: str, weights_dtype: str) -> floa
 
 def resolve_machine(
     hw: HardwareCard, compute_dtype: str, weights_dtype: str, layers: float, eff: Efficiencies,
-    max_gpus: int,
+    max_gpus: int, moe_layers: float = 0.0,
 ) -> tuple[Machine, list[str]]:
-    """Card figures + efficiencies (argument > card > kvplan default) for one compute dtype."""
+    """Card figures + efficiencies (argument > card > kvplan default) for one compute dtype.
+
+    The default step overhead counts ``layers`` of which ``moe_layers`` are MoE layers (:mod:`.kernels`).
+    """
     check_efficiencies(eff)
     notes: list[str] = []
     peak = peak_flops(hw, compute_dtype, weights_dtype)
@@ -124,10 +126,10 @@ def resolve_machine(
                      "η_flops", "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
     overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
     if overhead is None:
-        ops = OPS_PER_LAYER * layers + 1
-        overhead = DEFAULT_OP_LATENCY_S * ops
+        overhead = DEFAULT_OP_LATENCY_S * elementwise_kernels(layers, moe_layers)
         notes.append(f"step overhead = {format_seconds(overhead)} per forward pass: kvplan default "
-                     f"3 µs × {ops:g} kernels, {hw.name} has no efficiency.step_overhead_s ({DEFAULT_OVERHEAD_SOURCE})")
+                     f"3 µs × ({kernels_note(layers, moe_layers)}), {hw.name} has no efficiency.step_overhead_s "
+                     f"({DEFAULT_OVERHEAD_SOURCE})")
     kwargs = {}
     if max_gpus > 1:
         if hw.scale_up is None and hw.nic is None:
@@ -278,7 +280,8 @@ def latency(
     if perf_model == "operators":
         check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
         attn_dp = dp
-    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp)
+    machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp,
+                                     moe_layers=cost.moe_layers)
     check_enforce_eager(efficiencies.enforce_eager, engine, perf_model)
     if perf_model == "operators":
         perf = engine_perf(engine)

@@ -7,6 +7,7 @@ from functools import lru_cache
 import numpy as np
 
 from kvplan.calc.operators import OP_LABELS, OP_NAMES, Shapes, model_shapes, op_times
+from kvplan.plans.sizing.kernels import elementwise_kernels
 from kvplan.plans.sizing.perfmodel import load_tables, make_pass, weights_per_gpu  # noqa: F401 (load_tables re-exported)
 from kvplan.units import format_bytes, format_seconds
 
@@ -54,8 +55,9 @@ def draft_pass(pass_fn, card, draft_cost):
     """The target's pass function re-aimed at a draft (an MTP/EAGLE head or a separate draft model).
 
     The draft's fixed per-pass cost is its own kernels, not the target's: the launch floor scales
-    as ``(3 L_draft + 1) / (3 L_target + 1)`` (the same 3 element-wise kernels per layer + 1 the
-    step overhead counts), and the per-sequence host work is charged once per engine step, in the
+    as the draft's element-wise kernels over the target's, each counted as the step overhead counts
+    them (:func:`kvplan.plans.sizing.kernels.elementwise_kernels`: 3 per dense-MLP layer, 2 per MoE
+    layer, + 1), and the per-sequence host work is charged once per engine step, in the
     verification pass, not again in each draft pass.
     """
     import dataclasses
@@ -67,7 +69,8 @@ def draft_pass(pass_fn, card, draft_cost):
                               shapes.hidden)
     else:
         draft_shapes = model_shapes(card, draft_cost)
-    kernels = (3 * float(draft_cost.layers) + 1) / (3 * float(card.num_layers) + 1)
+    target = elementwise_kernels(card.num_layers, card.moe.num_moe_layers if card.moe is not None else 0)
+    kernels = elementwise_kernels(draft_cost.layers, draft_cost.moe_layers) / target
     draft_effs = dataclasses.replace(effs, overhead_base_s=effs.overhead_base_s * kernels, overhead_per_seq_s=0.0)
     return make_pass(draft_shapes, draft_effs, par, graph_sizes, clamped)
 

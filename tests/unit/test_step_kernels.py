@@ -1,0 +1,68 @@
+"""The default step overhead: 3 µs per element-wise kernel, counted per layer kind as aiconfigurator's graphs do.
+
+Hand counts from NVIDIA aiconfigurator 095f58a, aic-core/src/aiconfigurator_core/sdk/models/ (generation ops):
+llama.py (LLAMA: Llama, Qwen2, Qwen3 dense) charges generation_embedding once and generation_add_norm_1,
+generation_add_norm_2, generation_act_gate per layer; moe.py (MOE: Mixtral, gpt-oss, Qwen3-MoE) charges the
+embedding and the two add_norms per layer (the experts' activation is inside the fused MoE op).
+"""
+
+import pytest
+
+from kvplan.cards.loader import load_hardware, load_model
+from kvplan.engines import get_profile
+from kvplan.plans.build import latency_from_names
+from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
+
+
+def _overhead(model, hardware="h100-sxm", **kw):
+    result = latency_from_names(model, hardware, isl=233, osl=16, batch=1, engine="vllm", **kw)
+    return result.rows[0]["step_overhead_s"], " ".join(result.assumptions)
+
+
+def test_qwen3_8b_counts_llamas_three_kernels_per_layer_and_no_qk_norm_in_decode():
+    """Qwen3ForCausalLM is aiconfigurator's LLAMA family; its q/k norm is not charged in decode (the decode
+    attention drops use_qk_norm). 36 layers: 1 embedding + 36 × (add_norm_1, add_norm_2, act_gate) = 109
+    kernels, 3 µs × 109 = 327 µs."""
+    overhead, notes = _overhead("qwen3-8b")
+    assert overhead == pytest.approx(327e-6, rel=1e-12)
+    assert "3 × 36 dense layers + 1 = 109 kernels" in notes and "sdk/models/llama.py" in notes
+
+
+def test_a_llama_model_is_unchanged():
+    """Llama-3.1-8B, 32 layers: 3 × 32 + 1 = 97 kernels, 291 µs (the count before the per-kind split)."""
+    overhead, notes = _overhead("llama-3.1-8b")
+    assert overhead == pytest.approx(291e-6, rel=1e-12)
+    assert "97 kernels" in notes
+
+
+@pytest.mark.parametrize("model, layers, micros", [("mixtral-8x7b", 32, 195.0), ("gpt-oss-120b", 36, 219.0),
+                                                    ("qwen3-235b-a22b", 94, 567.0)])
+def test_moe_families_count_two_kernels_per_moe_layer(model, layers, micros):
+    """MOE family: 1 embedding + L × (add_norm_1, add_norm_2): Mixtral 2 × 32 + 1 = 65 → 195 µs,
+    gpt-oss-120b 2 × 36 + 1 = 73 → 219 µs, Qwen3-235B-A22B 2 × 94 + 1 = 189 → 567 µs."""
+    card = load_model(model)
+    assert card.moe.num_moe_layers == card.num_layers == layers
+    tp = 8 if model == "qwen3-235b-a22b" else 2
+    overhead, notes = _overhead(model, tp=tp)
+    assert overhead == pytest.approx(micros * 1e-6, rel=1e-12)
+    assert f"2 × {layers} MoE layers + 1" in notes
+
+
+def test_deepseek_v3_counts_its_dense_layers_at_three_and_its_moe_layers_at_two():
+    """61 layers, the first 3 dense: 3 × 3 + 2 × 58 + 1 = 126 kernels, 378 µs."""
+    overhead, notes = _overhead("deepseek-v3", hardware="h200", tp=8)
+    assert overhead == pytest.approx(378e-6, rel=1e-12)
+    assert "3 × 3 dense + 2 × 58 MoE layers + 1 = 126 kernels" in notes
+
+
+def test_an_explicit_or_card_overhead_replaces_the_count():
+    """--step-overhead and the card's efficiency.step_overhead_s stay one figure per forward, whatever the model."""
+    overhead, notes = _overhead("mixtral-8x7b", tp=2, efficiencies=Efficiencies(step_overhead_s=1e-4))
+    assert overhead == 1e-4 and "3 µs ×" not in notes
+    hw = load_hardware("h200")
+    hw = hw.model_copy(update={"efficiency": hw.efficiency.model_copy(update={"step_overhead_s": 2e-5})})
+    from kvplan.calc.roofline import model_cost
+
+    cost = model_cost(load_model("mixtral-8x7b"), get_profile("vllm"), tps=[2])
+    machine, notes = resolve_machine(hw, "bf16", "bf16", cost.layers, Efficiencies(), 2, moe_layers=cost.moe_layers)
+    assert machine.step_overhead_s == 2e-5 and not any("3 µs ×" in n for n in notes)
