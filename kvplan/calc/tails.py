@@ -77,15 +77,17 @@ def _average(values, weights):
     return values.mean(axis=-1) if weights is None else (values * weights).sum(axis=-1)
 
 
-def lognormal_mixture_cdf(t, mu, sigma, weights=None):
+def lognormal_mixture_cdf(t, mu, sigma, weights=None, floor: float = 0.0):
     """``mean_j Φ((ln t − μ_j)/σ_j)``: equally weighted lognormals (σ_j = 0 is a point mass at e^μ_j);
-    ``weights``: the lognormals' shares instead (:func:`distinct`)."""
+    ``weights``: the lognormals' shares instead (:func:`distinct`). ``floor``: the variable is max(floor, X),
+    so the CDF is 0 below it (the mass the lognormals put there sits at the floor)."""
+    below = np.asarray(t, dtype=np.float64) < floor
     t = np.asarray(t, dtype=np.float64)[..., None]
     mu, sigma = np.asarray(mu, dtype=np.float64), np.asarray(sigma, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (np.log(np.maximum(t, 1e-300)) - mu) / sigma
     z = np.where(sigma > 0, z, np.where(np.log(np.maximum(t, 1e-300)) >= mu, np.inf, -np.inf))
-    return _average(normal_cdf(z), weights)
+    return np.where(below, 0.0, _average(normal_cdf(z), weights))
 
 
 def tandem_wait_cdf(x, c1, theta1, c2, theta2):

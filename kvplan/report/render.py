@@ -47,12 +47,25 @@ def header(key: str) -> str:
 def to_json(result: Result) -> str:
     import json  # only for --format json (kvplan size's table start-up does without it)
 
-    return json.dumps(result.rows, indent=2, default=_json_default) + "\n"
+    return json.dumps(_finite(result.rows), indent=2, default=_json_default, allow_nan=False) + "\n"
+
+
+def _finite(value):
+    """The rows with every NaN / ±inf float as None: JSON has no such numbers (``NaN`` would make the document
+    unreadable to strict parsers), and a figure that does not exist — no TPOT when every request ends with its
+    first token — is null, as the tables print it "—"."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value):
     if hasattr(value, "item"):
-        return value.item()
+        return _finite(value.item())
     raise TypeError(f"not JSON-serialisable: {type(value).__name__}")
 
 
@@ -63,7 +76,7 @@ def to_csv(result: Result) -> str:
 
     writer = csv.DictWriter(buffer, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(result.rows)
+    writer.writerows({k: ("" if v is None else v) for k, v in _finite(row).items()} for row in result.rows)
     return buffer.getvalue()
 
 

@@ -232,3 +232,33 @@ def test_plan_reports_whole_nodes(invoke):
     assert row["system"] == "hgx-h100-8" and row["accelerators_per_node"] == 8
     # two TP4 instances per 8-GPU node: ⌈instances / 2⌉ nodes
     assert row["nodes"] == -(-row["instances"] // 2)
+
+
+def test_outputs_of_one_token_have_no_tpot_and_meet_a_tpot_slo(invoke):
+    """OSL 1: every request ends with its first token, so there is no TPOT (vLLM's benchmark counts TPOT over
+    requests with more than one output token); a TPOT SLO holds vacuously, the replay runs, tier sizes its fleet."""
+    base = ("llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "1", "--qps", "1", "--ttft", "p99<=2s",
+            "--tpot", "p90<=50ms", "--tp", "1")
+    res, row = plan_row(invoke, *base)
+    assert res.exit_code == 0 and row["feasible"] and row["binding_constraint"] == "none", row["reason"]
+    assert row["tpot_p90_s"] is None and row["ttft_p99_s"] <= 2
+    res, row = plan_row(invoke, *base, "--simulate", "--explain")
+    assert res.exit_code == 0 and row["feasible"] and row["sim_tpot_p90_s"] is None, res.stderr
+    assert "internal error" not in res.stderr
+    res = invoke("tier", "llama-3.1-8b", "--system", "hgx-h100-8", "--qps", "5", "--isl", "8k", "--osl", "1",
+                 "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    rows = json.loads(res.stdout, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    assert [row["tpot_s"] for row in rows if "tpot_s" in row] == [None]  # the total row carries the fleet
+
+
+def test_tpot_percentiles_never_fall_below_the_step_of_a_batch_of_one(invoke):
+    """A request's TPOT is at least the decode step of a batch of one (every other term adds to it); at 1 req/s
+    with two output tokens almost no request meets another, so the median is that step, as the replay has it."""
+    args = ("llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "2", "--qps", "1", "--ttft", "p99<=2s", "--tp", "1")
+    res, row = plan_row(invoke, *args, "--simulate")
+    assert res.exit_code == 0
+    lat = json.loads(invoke("latency", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "2", "--batch", "1",
+                            "--format", "json").stdout)[0]
+    assert row["tpot_p50_s"] >= lat["decode_step_s"] * 0.97  # the step at the mean decode context, not 1k exactly
+    assert abs(row["tpot_p50_s"] - row["sim_tpot_p50_s"]) <= 0.02 * row["sim_tpot_p50_s"]

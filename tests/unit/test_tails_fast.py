@@ -107,3 +107,15 @@ def test_bracketed_inversion_by_hand_and_in_fewer_evaluations():
     assert len(calls) == 81 and evaluations < 20, evaluations
     # a quantile past the CDF's top is ∞ either way
     assert tails.invert_cdf(lambda x: np.minimum(np.asarray(x), 0.5), [0.9], 1e-3, 1.0, rounds=4)[0] == math.inf
+
+
+def test_lognormal_mixture_floor_by_hand():
+    # X lognormal(μ = 0, σ = 1): P(X <= 1) = Φ(0) = 1/2, P(X <= 2) = Φ(ln 2) = Φ(0.69315) = 0.75589.
+    # max(1.5, X): no mass below 1.5, the same CDF above it
+    assert_allclose(tails.lognormal_mixture_cdf([1.0, 2.0], [0.0], [1.0]), [0.5, 0.75589], atol=5e-6)
+    assert_allclose(tails.lognormal_mixture_cdf([1.0, 1.4999, 1.5, 2.0], [0.0], [1.0], floor=1.5),
+                    [0.0, 0.0, 0.65743, 0.75589], atol=5e-6)  # Φ(ln 1.5 = 0.40547) = 0.65743
+    # its median is the floor, its 80th percentile (e^0.8416 = 2.3201) unchanged
+    q = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, [0.0], [1.0], floor=1.5), [0.5, 0.8], 1e-3, 1e3,
+                         iterations=60, jumps=np.array([1.5]))
+    assert_allclose(q, [1.5, 2.3201], rtol=1e-4)

@@ -329,6 +329,8 @@ def _solve(plan: FleetPlan, model: FleetModel, card, hw, workload, dep: Deployme
         return
     for kind, values in (("tpot", best_tpot), ("ttft", best_ttft)):
         slo = plan.slos.get(kind)
+        if kind == "tpot" and model.lengths.n_points.size == 0:
+            continue  # every request ends with its first token: no TPOT to judge (the SLO holds vacuously)
         if slo is not None and not values[slo.stat] <= slo.limit_s:
             plan.feasible, plan.binding_constraint = False, f"{kind}_slo"
             what = ("a request decoding alone (batch 1, no prefill interference)" if kind == "tpot"

@@ -35,9 +35,9 @@ priority (e.g. Kleinrock, Queueing Systems II, §3.7, with V present at the star
 so TPOT = D/n has mean (t(b) + E[V]/n)/(1 − ρx) and variance λ_i t E[X²] / (n (1 − ρx)³) + …. The batch it
 decodes in holds itself and a Poisson number (mean B̄) of others (M/G/∞ occupancy); each other
 sequence of held context h adds δ + γh to a step (step time is affine in batch and context while
-memory-bound), adding B̄·E[(δ + γh)²] / (1 − ρx)² of variance. Per n the TPOT is taken lognormal
-with that mean and variance; the distribution is the mixture over the workload's n (requests with
-OSL >= 2, as benchmarks count TPOT), and its percentiles come by bisection.
+memory-bound), adding B̄·E[(δ + γh)²] / (1 − ρx)² of variance. Per n the TPOT is taken lognormal with that mean and
+variance, and no lower than t(1), the step of a batch of one (what the lognormal puts below it sits there); the
+distribution is the mixture over the workload's n (OSL >= 2, as benchmarks count TPOT), percentiles by bisection.
 
 Occupancy (Little's law): B̄ = λ_i × E[slot residence], residence R = S + n·m (E[n]·m = E[D]), solved as a fixed
 point (B̄ enters t, S and X) by iterating from an empty instance, which converges to the smallest
@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -232,19 +232,19 @@ class FleetModel:
         per_seq2 = more**2 + per_token**2 * self.lengths.decode_context_var
         var_occ = others / (1 - min(gain, 0.99)) * per_seq2 / (1 - rho) ** 2
         var_int = lam_i * t * extra_second / (n_points * (1 - rho) ** 3)
-        # a prefill burst both interrupts the request and, by lengthening every residence, grows
-        # the batch it decodes in: the two deviations move together (comonotone), so sds add
+        # a prefill burst interrupts the request and grows the batch it decodes in: comonotone, so sds add
         sd = np.sqrt(var_occ) + np.sqrt(var_int) + np.sqrt(max(v2 - v1 * v1, 0.0)) / (n_points * (1 - rho))
+        floor = float(self.f.at(1.0)[0])
         mu, sigma = tails.lognormal_from_moments(mean, sd * sd)
         mean = float(np.dot(n_weights, mean))
         out = {"mean": mean}
+        cdf = partial(tails.lognormal_mixture_cdf, mu=mu, sigma=sigma, weights=n_weights, floor=floor)
         if slo is not None:
-            out["meets"] = bool(_meets(slo, mean, lambda x: tails.lognormal_mixture_cdf(x, mu, sigma, n_weights)))
+            out["meets"] = bool(_meets(slo, mean, cdf))
         wanted = [s for s in stats if s != "mean"]
         if wanted:
-            qs = tails.invert_cdf(lambda x: tails.lognormal_mixture_cdf(x, mu, sigma, n_weights),
-                                  [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24,
-                                  rounds=BRACKET_ROUNDS, jumps=np.exp(mu[sigma == 0]))
+            qs = tails.invert_cdf(cdf, [_quantile(s) for s in wanted], mean * 1e-3, mean * 1e3, iterations=24,
+                                  rounds=BRACKET_ROUNDS, jumps=np.append(np.exp(mu[sigma == 0]), floor))
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
 

@@ -315,9 +315,14 @@ def _sim_explain(p: FleetPlan, sim) -> list[str]:
         parts = []
         for s in ("p50", "p90", "p99"):
             closed, simulated = values.get(s), stats.get(f"sim_{kind}_{s}_s")
-            parts.append(f"{s} {format_seconds(closed)} vs {format_seconds(simulated)} ({_diff(closed, simulated)})")
+            parts.append(f"{s} {_seconds(closed)} vs {_seconds(simulated)} ({_diff(closed, simulated)})")
         lines.append(f"  {kind.upper()} closed form vs simulation: " + "; ".join(parts))
     return lines
+
+
+def _seconds(value) -> str:
+    """A statistic for the explanation; — where there is none (no request decodes past its first token: no TPOT)."""
+    return format_seconds(value) if value is not None and math.isfinite(value) else "—"
 
 
 def _diff(closed, simulated) -> str:

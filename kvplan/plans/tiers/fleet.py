@@ -176,7 +176,8 @@ def aggregated_fleet(dep, reuse, accelerators_per_node: int, nodes: int | None, 
     def at(n: int) -> Fleet:
         instances = fixed if fixed is not None else n * per_node
         point = plan.point if plan.instances == instances else plan.setup["model"].evaluate(instances)
-        if not (point.prefill_utilization < 1 and math.isfinite(point.tpot["mean"])):
+        decodes = workload.lengths.n_points.size > 0  # else every request ends with its first token: no TPOT
+        if not (point.prefill_utilization < 1 and (math.isfinite(point.tpot["mean"]) or not decodes)):
             raise InfeasibleError(
                 f"{n} node(s) of {per_node} instance(s) cannot keep up with {workload.rate_per_s:.3g} req/s "
                 f"(prefill utilisation {point.prefill_utilization:.0%} per instance)",
