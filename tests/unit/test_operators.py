@@ -313,3 +313,26 @@ def test_engine_profiles_say_what_their_sources_say_of_host_work():
     given = latency_from_names("llama-3.1-8b", "h100-sxm", isl=1024, osl=2,
                                efficiencies=Efficiencies(step_overhead_s=1e-3)).assumptions
     assert not any("host work per step" in n for n in given)
+
+
+def test_a_step_with_a_prompt_is_padded_only_where_the_engine_replays_a_graph_for_it():
+    """vLLM pads a mixed step's tokens to its next piecewise-graph size; TensorRT-LLM runs a step with context
+    requests without a graph (ScheduledRequests.can_run_cuda_graph), so at its own token count. Compute-bound
+    GEMMs (bandwidth 1e18) make the step proportional to the tokens it runs: 8 decoders + a 252-token chunk =
+    260 tokens, padded to 272 (vLLM sizes) or 384 (TensorRT-LLM's), else 260."""
+    card = load_model("llama-3.1-8b")
+    cost = model_cost(card, VLLM)
+    shapes, effs = model_shapes(card, cost), flat_efficiencies(0.8, 0.75, "t", 0.0)
+    fast = machine(bandwidth_bytes_per_s=1e18)
+
+    def mixed(graph_sizes, mixed_graphs):
+        fn = make_pass(shapes, effs, Parallel(), graph_sizes, mixed_graphs=mixed_graphs)
+        return fn(cost, fast, tp=1, ep=1, tokens=260, phase="mixed", batch=9, kv_bytes=0.0, attention_flops=0.0,
+                  lm_head_rows=9, context=1).op_compute_s[:2]      # attention and MLP GEMMs
+
+    trt, vllm = ENGINE_PERF["trtllm"], ENGINE_PERF["vllm"]
+    assert not trt.mixed_graphs and vllm.mixed_graphs and "can_run_cuda_graph" in trt.mixed_graphs_source
+    plain = mixed((), True)
+    assert_allclose(mixed(trt.cuda_graph_sizes, trt.mixed_graphs), plain, rtol=1e-12)
+    assert_allclose(mixed(vllm.cuda_graph_sizes, vllm.mixed_graphs), np.asarray(plain) * 272 / 260, rtol=1e-12)
+    assert_allclose(mixed(trt.cuda_graph_sizes, True), np.asarray(plain) * 384 / 260, rtol=1e-12)

@@ -72,7 +72,7 @@ def draft_pass(pass_fn, card, draft_cost):
     target = elementwise_kernels(card.num_layers, card.moe.num_moe_layers if card.moe is not None else 0)
     kernels = elementwise_kernels(draft_cost.layers, draft_cost.moe_layers) / target
     draft_effs = dataclasses.replace(effs, overhead_base_s=effs.overhead_base_s * kernels, overhead_per_seq_s=0.0)
-    return make_pass(draft_shapes, draft_effs, par, graph_sizes, clamped)
+    return make_pass(draft_shapes, draft_effs, par, graph_sizes, clamped, getattr(pass_fn, "mixed_graphs", True))
 
 
 def memory_notes(card, hw, cost, batch, final_context, tp, dp, expert_parallel, redundant_experts) -> list[str]:

@@ -12,16 +12,14 @@ Precedence for each operator's efficiency (every default taken is named in the n
 4. Otherwise the hardware card's η_mem / η_flops (its ``efficiency.flops_by_dtype`` for the
    compute dtype where present), else kvplan's defaults, flat.
 
-Engine profiles (:data:`ENGINE_PERF`) carry what differs between vLLM, SGLang and TensorRT-LLM
-in the step: the CUDA-graph batch sizes a decode batch is padded up to, and the per-step host
-overhead. A figure no engine publishes is left out, and the note says which default was used.
+Engine profiles (:mod:`kvplan.plans.sizing.engineperf`) carry what differs between vLLM, SGLang and
+TensorRT-LLM in the step: the CUDA-graph sizes, which steps replay a graph, the per-step host overhead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -32,6 +30,7 @@ from kvplan.calc.overlap import two_batch_pass
 from kvplan.cards.schema import HardwareCard, ModelCard
 from kvplan.errors import InputError
 from kvplan.plans.sizing.dispatch import check_enforce_eager, with_prefill_dispatch
+from kvplan.plans.sizing.engineperf import ENGINE_PERF, EnginePerf, engine_perf  # noqa: F401  (re-exported)
 
 
 @lru_cache(maxsize=1)
@@ -42,58 +41,6 @@ def load_tables():
     except ImportError:
         return None
     return load_default()
-
-
-def _vllm_graph_sizes(max_num_seqs: int = 256) -> tuple[int, ...]:
-    top = min(max_num_seqs * 2, 512)
-    return tuple([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, top + 1, 16)))
-
-
-@dataclass(frozen=True)
-class EnginePerf:
-    """What an engine adds to a step: CUDA-graph padding of decode batches and its host overhead."""
-
-    name: str
-    cuda_graph_sizes: tuple[int, ...]
-    graph_source: str
-    max_num_seqs: int | None
-    max_num_seqs_source: str
-    overhead_per_seq_s: float | None = None
-    overhead_source: str | None = None
-    two_batch_overlap: bool = False
-    host_work: str = ""           # what the engine's own documents say of its per-step CPU work (sourced), or that none is published
-
-
-ENGINE_PERF: dict[str, EnginePerf] = {
-    "vllm": EnginePerf(
-        "vllm", _vllm_graph_sizes(256),
-        "vllm/config/vllm.py _set_cudagraph_sizes: [1, 2, 4] + range(8, 256, 8) + range(256, min(2 × max_num_seqs, "
-        "512) + 1, 16); larger batches run without a graph",
-        None, "vLLM's max_num_seqs default depends on version, entry point and GPU; pass --max-num-seqs",
-        host_work="vLLM publishes no per-step host time for its V1 engine (the v0.6.0 performance post gives "
-        "shares of the run, not times): none is charged beyond the kernel-launch floor, and the batch-1 "
-        "validation rows leave 0.5–1.4 ms per step unexplained (docs/validation.md §e); pass --step-overhead"),
-    "sglang": EnginePerf(
-        "sglang", (), "SGLang's captured batch sizes depend on the GPU and version (--cuda-graph-bs, "
-        "--cuda-graph-max-bs); not modelled: decode batches run unpadded",
-        None, "SGLang derives max_running_requests from the KV pool; no fixed cap",
-        host_work="SGLang's zero-overhead batch scheduler runs the CPU work one batch ahead of the GPU (LMSYS "
-        "SGLang v0.4 post, 2024-12-04: an Nsight profile of 5 consecutive decode batches shows no GPU idle time): "
-        "no host time is charged beyond the kernel-launch floor"),
-    "trtllm": EnginePerf(
-        "trtllm", (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192),
-        "TensorRT-LLM docs/source/performance/perf-overview.md llm_options.yml: cuda_graph_config enable_padding, "
-        "batch_sizes 1 … 8192",
-        2048, "TensorRT-LLM max_batch_size default 2048 (public start-up log in ai-dynamo/dynamo "
-        "examples/python_rs/llm/tensorrt_llm/README.md: max_num_requests=2048, max_num_tokens=8192)",
-        host_work="TensorRT-LLM's overlap scheduler, enabled by default, launches step n+1 while the CPU "
-        "processes step n (docs features/overlap-scheduler.md: 'the scheduler overlaps CPU tasks ... with GPU "
-        "computation'): no host time is charged beyond the kernel-launch floor"),
-}
-
-
-def engine_perf(engine: str) -> EnginePerf | None:
-    return ENGINE_PERF.get(engine)
 
 
 def check_parallelism(card: ModelCard, hw: HardwareCard, tps, dp: int, expert_parallel: bool,
@@ -204,24 +151,28 @@ def flat_efficiencies(eta_mem: float, eta_flops: float, source: str, overhead_ba
 
 
 def make_pass(shapes: Shapes, effs: OperatorEfficiencies, par: Parallel, graph_sizes: tuple[int, ...] = (),
-              clamped: set | None = None):
-    """A ``pass_fn`` for :func:`kvplan.calc.roofline.decode_step` / ``prefill`` (their ``ep`` = dp here)."""
+              clamped: set | None = None, mixed_graphs: bool = True):
+    """A ``pass_fn`` for :func:`kvplan.calc.roofline.decode_step` / ``prefill`` (their ``ep`` = dp here).
+
+    ``graph_sizes`` pad a decode step's batch, and a mixed step's tokens where ``mixed_graphs`` (the engine replays
+    a graph for a step that carries prompt tokens: vLLM's piecewise graphs, not TensorRT-LLM's, :class:`EnginePerf`)."""
+    padded_phases = ("decode", "mixed") if mixed_graphs else ("decode",)
 
     def one(cost, machine, effs_here, *, tp, ep, tokens, phase, batch, overlap_comm=False, **kw):
         par_here = dataclasses.replace(par, tp=tp, dp=ep, overlap_comm=par.overlap_comm or bool(overlap_comm))
         priced = two_batch_pass if par_here.overlap_comm else operator_pass    # overlap: two micro-batches
         return priced(cost, machine, shapes=shapes, effs=effs_here, par=par_here, tokens=tokens,
                       batch=batch, phase=phase, clamped=clamped,
-                      graph_sizes=graph_sizes if phase in ("decode", "mixed") else (), **kw)
+                      graph_sizes=graph_sizes if phase in padded_phases else (), **kw)
 
     def fn(cost, machine, *, tp, ep, tokens, phase="decode", batch=None, **kw):
         batch = tokens if batch is None else batch
         return one(cost, machine, effs, tp=tp, ep=ep, tokens=tokens, phase=phase, batch=batch, **kw)
 
-    fn.parts = (shapes, effs, par, graph_sizes, clamped)
+    fn.parts, fn.mixed_graphs = (shapes, effs, par, graph_sizes, clamped), mixed_graphs
     # the same pass with another attention-DP lock-step factor (a PD pool's balanced steps: λ_dp = 1)
     fn.with_dp_imbalance = lambda lam: make_pass(shapes, effs, dataclasses.replace(par, dp_imbalance=float(lam)),
-                                                 graph_sizes, clamped)
+                                                 graph_sizes, clamped, mixed_graphs)
     return fn
 
 
@@ -289,10 +240,13 @@ def operator_model(card: ModelCard, hw: HardwareCard, cost, machine, engine: str
     if perf is not None:
         notes.append(f"{engine} CUDA graphs: " + ("none (--enforce-eager): decode batches run at their own size"
                      if enforce_eager else f"decode GEMMs run at the captured batch size at or above the batch per "
-                     f"rank ({perf.graph_source})" if graph_sizes else perf.graph_source))
+                     f"rank ({perf.graph_source})" + ("" if perf.mixed_graphs else f"; decode-only steps: "
+                                                      f"{perf.mixed_graphs_source}") if graph_sizes
+                     else perf.graph_source))
     effs = with_prefill_dispatch(effs, engine, graph_sizes, prefill_overhead_s, cost.layers, notes, enforce_eager)
     clamped: set = set()
-    return make_pass(shapes, effs, par, graph_sizes, clamped), effs, clamped
+    mixed_graphs = perf.mixed_graphs if perf is not None else True
+    return make_pass(shapes, effs, par, graph_sizes, clamped, mixed_graphs), effs, clamped
 
 
 def step_times(card: ModelCard, hw: HardwareCard, cost, machine, engine: str, efficiencies, perf_model: str,
