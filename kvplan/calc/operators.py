@@ -343,12 +343,13 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
             msg = n / gpus * cost.experts_per_token * cost.hidden_size * ACTIVATION_BYTES
             a2a = _collective(effs, "all_to_all", msg, gpus, alltoall_hierarchical_s(msg, gpus, machine))
             comm = comm + 2 * cost.moe_layers * a2a
-        else:
+        else:  # TP experts: attention-DP ranks gather their tokens for the MoE and scatter them back; on one rank
+            # the experts' partial sums are in the all-reduce above and nothing is gathered (no measured curve either)
             msg = n * cost.hidden_size * ACTIVATION_BYTES
             g_bw, g_lat = machine.link(gpus)
             with np.errstate(invalid="ignore", divide="ignore"):
                 gather = np.where(dp > 1, (gpus - 1) / gpus * msg / g_bw + g_lat, 0.0)
-            comm = comm + 2 * cost.moe_layers * _collective(effs, "all_gather", msg, gpus, gather)
+            comm = comm + 2 * cost.moe_layers * np.where(dp > 1, _collective(effs, "all_gather", msg, gpus, gather), 0.0)
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp
     dispatch = eager_dispatch_s(effs, phase, n / dp, cost.layers)     # an eager prefill forward's host dispatch
     if par.overlap_comm:        # the bound of any overlap; the planners price it as two micro-batches (calc/overlap)

@@ -336,3 +336,25 @@ def test_a_step_with_a_prompt_is_padded_only_where_the_engine_replays_a_graph_fo
     assert_allclose(mixed(trt.cuda_graph_sizes, trt.mixed_graphs), plain, rtol=1e-12)
     assert_allclose(mixed(vllm.cuda_graph_sizes, vllm.mixed_graphs), np.asarray(plain) * 272 / 260, rtol=1e-12)
     assert_allclose(mixed(trt.cuda_graph_sizes, True), np.asarray(plain) * 384 / 260, rtol=1e-12)
+
+
+def test_tensor_parallel_experts_on_one_rank_gather_nothing():
+    """TP8 experts without attention DP: each GPU holds a slice of every expert, its partial sums are reduced by
+    the layer's all-reduce (2 L + 1 a step), and no token is gathered, whatever the measured all-gather curve says.
+    With attention DP (dp 2 × tp 4 on the same 8 GPUs) each MoE layer gathers and scatters its tokens: 2 × L_moe
+    all-gathers more. Curves: all-reduce 10 µs, all-gather 25 µs at every size (flat, one point each)."""
+    card = load_model("gpt-oss-120b")
+    cost = model_cost(card, VLLM)
+    flat = flat_efficiencies(0.8, 0.75, "t", 0.0)
+    curves = {("all_reduce", 8): LatencyCurve((1.0,), (10e-6,), "t"), ("all_reduce", 4): LatencyCurve((1.0,), (10e-6,), "t"),
+              ("all_gather", 8): LatencyCurve((1.0,), (25e-6,), "t")}
+    effs = OperatorEfficiencies(**{**flat.__dict__, "collectives": curves})
+    shapes = model_shapes(card, cost)
+    layers, moe = cost.layers, cost.moe_layers          # gpt-oss-120b: 36 layers, every one MoE
+    assert (layers, moe) == (36, 36)
+
+    def comm(tp, dp):
+        return operator_pass(cost, machine(), shapes=shapes, effs=effs, par=Parallel(tp=tp, dp=dp), tokens=dp,
+                             kv_bytes=0.0, attention_flops=0.0, lm_head_rows=dp, batch=dp, context=1).comm_s
+    assert_allclose(comm(8, 1), 73 * 10e-6, rtol=1e-12)                    # (2 × 36 + 1) all-reduces, no gather
+    assert_allclose(comm(4, 2), 73 * 10e-6 + 72 * 25e-6, rtol=1e-12)        # + 2 × 36 gathers over the 8 GPUs
