@@ -304,18 +304,28 @@ def block_table(block, schema, cache: ColumnCache | None = None):
     cache = ColumnCache(0) if cache is None else cache
     arrays = []
     first = None  # the dictionary indices of a string column: one value, index 0 everywhere (shared)
-    unfit = None  # ~fits, shared by the latency columns' null masks
+    fits = None  # the block's fits, flat: shared by the latency columns' validity
     for field in schema:
         name, axis, kind = field.name, _axis(block, field.name), column_kind(field.name)
-        if name in LATENCY_COLUMNS and unfit is None:
-            unfit = ~block.grid_arrays["fits"]
-        null = _null_mask(block, name, unfit)
+        if name in LATENCY_COLUMNS:  # valid where the point fits and the figure is finite (as _null_mask)
+            fits = block.grid_arrays["fits"].ravel() if fits is None else fits
+            values = np.ascontiguousarray(block.grid_arrays[name].ravel(), dtype=np.float64)
+            valid = np.isfinite(values)
+            valid &= fits
+            # no bitmap where every cell is there (the usual block): the same column, without packing one
+            validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+            arrays.append(pa.Array.from_buffers(field.type, n, [validity, pa.py_buffer(values)]))
+            continue
+        null = _null_mask(block, name)
         if null is True:
             arrays.append(pa.nulls(n, field.type))
             continue
         if kind == "str":
             first = first if first is not None else cache.get(("zeros", n), lambda: _arrow(np.zeros(n, np.int32)))
-            arrays.append(pa.DictionaryArray.from_arrays(first, _arrow_strings([str(block.scalars[name])])))
+            # index 0 of a one-value dictionary is in range by construction: not checked row by row (safe=True
+            # scans every index: ~0.3 ms a 100k-row column, ~50 ms of CPU over the 4M-point grid's 4 columns)
+            dictionary = _arrow_strings([str(block.scalars[name])])
+            arrays.append(pa.DictionaryArray.from_arrays(first, dictionary, safe=False))
             continue
         if axis == "grid":
             values = block.grid_arrays[name].ravel()

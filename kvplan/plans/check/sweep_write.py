@@ -187,6 +187,9 @@ def _write_csv(result: SweepResult, handle, progress) -> int:
 #   dictionary indices row by row (16 ms a million rows for the four, a third of the encoder's
 #   time on them) while each of those column chunks is a one-value dictionary and a few hundred
 #   bytes of run-length zeros, no dearer to read than its statistics would be.
+# - ``fits`` PLAIN (bit-packed, Parquet's base encoding for booleans, which every reader has) instead of
+#   pyarrow's default RLE for booleans on format 2.x pages: 22 ms instead of 26 ms (best of 25 interleaved),
+#   150M instead of 220M instructions (callgrind, the encoder alone), 30 KiB instead of 22 KiB for the column.
 # - the columns that are never empty are required fields (no definition levels).
 # - DataPageV2 pages (Parquet format 2.0's page header, which pyarrow, parquet-java/Spark, DuckDB and
 #   polars read): the definition levels sit outside the compressed block, so the nullable LZ4 columns
@@ -203,12 +206,14 @@ UNCOMPRESSED_COLUMNS = frozenset(LATENCY_COLUMNS)
 PARQUET_OPTIONS = {"use_dictionary": STRING_COLUMNS, "write_statistics": STATISTICS_COLUMNS,
                    "write_batch_size": 1 << 16, "data_page_version": "2.0"}
 DELTA_COLUMNS = ("kv_bytes_total", "kv_bytes_total_per_gpu")
+PLAIN_COLUMNS = ("fits",)
 
 
 def parquet_options(names: list[str]) -> dict:
+    encodings = {**{name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS}, **{name: "PLAIN" for name in PLAIN_COLUMNS}}
     return {**PARQUET_OPTIONS,
             "compression": {name: "none" if name in UNCOMPRESSED_COLUMNS else "lz4" for name in names},
-            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in DELTA_COLUMNS if name in names}}
+            "column_encoding": {name: encoding for name, encoding in encodings.items() if name in names}}
 
 
 def parquet_schema(result: SweepResult):
