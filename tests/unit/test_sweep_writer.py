@@ -63,6 +63,25 @@ def test_parquet_byte_totals_are_delta_encoded_and_latency_floats_uncompressed(t
     assert str(pq.read_table(out).schema.field("seq_len").type) == "int64"
 
 
+def test_parquet_fits_is_plain_encoded_and_reads_back_as_the_csv_booleans(tmp_path):
+    """fits is written PLAIN (bit-packed, cheaper to encode than pyarrow's RLE for booleans): still a bool column,
+    cell for cell the CSV's true/false (70B on one L40S has no KV memory: its points do not fit)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    grid = Grid(models=["llama-3.1-8b", "llama-3.1-70b"], hardware=["l40s"], seq=[1024, 131072], batch=[1, 64])
+    out, csv = tmp_path / "sweep.parquet", tmp_path / "sweep.csv"
+    write_sweep(sweep(grid), out)
+    write_sweep(sweep(grid), csv)
+    meta = pq.ParquetFile(out).metadata.row_group(0)
+    fits_column = next(meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == "fits")
+    assert "PLAIN" in fits_column.encodings
+    table = pq.read_table(out)
+    assert str(table.schema.field("fits").type) == "bool"
+    lines = csv.read_text().splitlines()
+    at = lines[0].split(",").index("fits")
+    expected = [line.split(",")[at] == "true" for line in lines[1:]]
+    assert table.column("fits").to_pylist() == expected and True in expected and False in expected
+
+
 def test_parquet_blocks_sharing_columns_read_back_as_the_csv(tmp_path):
     """Many small blocks (chunks of 4 points) reuse each other's seq, batch and constant columns in the
     Parquet path (ColumnCache); the file must still hold each block's own values, cell for cell the CSV's."""
