@@ -348,8 +348,8 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
             msg = n * cost.hidden_size * ACTIVATION_BYTES
             g_bw, g_lat = machine.link(gpus)
             with np.errstate(invalid="ignore", divide="ignore"):
-                gather = np.where(dp > 1, (gpus - 1) / gpus * msg / g_bw + g_lat, 0.0)
-            comm = comm + 2 * cost.moe_layers * np.where(dp > 1, _collective(effs, "all_gather", msg, gpus, gather), 0.0)
+                gather = _collective(effs, "all_gather", msg, gpus, (gpus - 1) / gpus * msg / g_bw + g_lat)
+            comm = comm + 2 * cost.moe_layers * np.where(dp > 1, gather, 0.0)
     overhead = effs.overhead_base_s + effs.overhead_per_seq_s * b / dp
     dispatch = eager_dispatch_s(effs, phase, n / dp, cost.layers)     # an eager prefill forward's host dispatch
     if par.overlap_comm:        # the bound of any overlap; the planners price it as two micro-batches (calc/overlap)

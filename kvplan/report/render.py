@@ -76,7 +76,7 @@ def to_csv(result: Result) -> str:
 
     writer = csv.DictWriter(buffer, fieldnames=keys, lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: ("" if v is None else v) for k, v in _finite(row).items()} for row in result.rows)
+    writer.writerows(_finite(row) for row in result.rows)  # DictWriter writes None as an empty cell
     return buffer.getvalue()
 
 
