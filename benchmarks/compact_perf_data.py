@@ -186,7 +186,7 @@ CARD_TPS = (1, 2, 4, 8)
 def card_gemm_shapes() -> set:
     """Per-GPU (n, k) of every shipped model card's GEMMs at TP 1, 2, 4, 8: each layer group's GEMMs as the step
     model prices them (kvplan.calc.shapes.Shapes.gemm_list: QKV, O, gate_up, down, shared experts, or the group's
-    representative shape) and the LM head (vocab / tp, hidden)."""
+    representative shape; the MoE routers, replicated) and the LM head (vocab / tp, hidden)."""
     from kvplan.calc.cost import model_cost
     from kvplan.calc.shapes import model_shapes
     from kvplan.cards.loader import parse_card
@@ -198,7 +198,7 @@ def card_gemm_shapes() -> set:
         card = parse_card(path, ModelCard)
         split = model_shapes(card, model_cost(card, get_profile("vllm")))
         for tp in CARD_TPS:
-            for kind in ("attention", "mlp"):
+            for kind in ("attention", "mlp", "router"):
                 shapes.update((n, k) for _, n, k, _ in split.gemm_list(kind, tp))
             shapes.add((card.vocab_size / tp, float(card.hidden_size)))
     return shapes

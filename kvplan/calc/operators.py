@@ -60,7 +60,7 @@ from kvplan.calc.alltoall import ep_alltoall_s
 from kvplan.calc.efficiency import Curve, Flat, Grid, LatencyCurve, distinct_values
 from kvplan.calc.moe import experts_touched
 from kvplan.calc.roofline import ACTIVATION_BYTES, Machine, ModelCost, PassCost, allreduce_s
-from kvplan.calc.shapes import Linear, Shapes, model_shapes
+from kvplan.calc.shapes import ROUTER_BYTES, Linear, Shapes, model_shapes
 
 OP_NAMES = ("attention_gemms", "mlp_gemms", "expert_gemms", "attention", "lm_head")
 OP_LABELS = {"attention_gemms": "attention GEMMs (QKV, O)", "mlp_gemms": "dense MLP GEMMs",
@@ -107,6 +107,7 @@ class OperatorEfficiencies:
     dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager prefill / mixed forward (--enforce-eager)
     decode_dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager decode step (0: CUDA graphs)
     request_dispatch_s: float = 0.0     # the engine's prefill dispatch once per request, added to its TTFT, never to a step
+    router_gemms: object = None         # the MoE routers' bf16 GEMM (None: the MLP group's efficiency)
 
 
 def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, layers: float):
@@ -254,12 +255,15 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         wb = params * b_dense if weight_bytes is None else weight_bytes
         return wb / tp / bw + 0 * m, 2 * params * m / tp / peak
 
+    routers = shapes.replicated_params      # whole on every rank, in bf16 (kvplan.calc.shapes.ROUTER_SOURCE)
     terms = {
         "attention_gemms": (*gemm(shapes.attention_params, n_a), n_a),
-        "mlp_gemms": (*gemm(shapes.mlp_params, n_a), n_a),
+        "mlp_gemms": (*gemm(shapes.mlp_params - routers, n_a), n_a),
         "lm_head": (*gemm(cost.lm_head_params, rows_a, cost.lm_head_weight_bytes), rows_a),
     }
-    weight_bytes = (cost.other_weight_bytes + cost.lm_head_weight_bytes) / tp + 0 * n
+    router = (routers * ROUTER_BYTES / bw + 0 * n_a, 2 * routers * n_a / peak)
+    weight_bytes = (cost.other_weight_bytes - routers * b_dense + cost.lm_head_weight_bytes) / tp \
+        + routers * ROUTER_BYTES + 0 * n
     touched = np.zeros_like(n)
     expert_flops = np.zeros_like(n)
     if cost.is_moe:
@@ -308,6 +312,9 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         if name == "expert_gemms" and not cost.is_moe:
             eff = Flat(1.0, 1.0)
         m_s, c_s = _op_time(eff, mem, comp, size, tp)
+        if name == "mlp_gemms" and routers:         # the routers at their own (bf16) GEMM's efficiency
+            m_r, c_r = _op_time(effs.router_gemms or eff, router[0], router[1], size, tp)
+            m_s, c_s = m_s + m_r, c_s + c_r
         if name == "attention" and chunk is not None:      # the prompt chunk's share at the prefill efficiency
             m_c, c_c = _op_time(effs.attention_prefill, chunk[0], chunk[1], chunk[2], tp)
             m_s, c_s = m_s + m_c, c_s + c_c
@@ -358,8 +365,8 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
         time_s = kernels + comm + overhead + dispatch
     if phase == "decode" and effs.decode_dispatch_per_layer_s > 0:     # an eager decode step: host-bound below L × t
         time_s, dispatch = host_bound(time_s, eager_decode_s(effs, phase, cost.layers))
-    total_flops = (2 * (shapes.attention_params + shapes.mlp_params) * n_a + 2 * cost.lm_head_params * rows_a) / tp \
-        + expert_flops + attn_flops
+    total_flops = (2 * (shapes.attention_params + shapes.mlp_params - routers) * n_a
+                   + 2 * cost.lm_head_params * rows_a) / tp + 2 * routers * n_a + expert_flops + attn_flops
     total_bytes = weight_bytes + kv
     floor_s = np.maximum(total_bytes / bw, (total_flops - attn_flops) / peak + attn_flops / attn_peak)
     shape = np.broadcast_shapes(shape, np.shape(time_s))

@@ -111,6 +111,26 @@ def test_gemm_efficiency_curve_applies_per_operator():
     assert_allclose(step.time_s, dense / (H200_BW * 0.5) + kv / (H200_BW * 0.8), rtol=1e-12)
 
 
+def test_replicated_routers_are_read_whole_in_bf16_on_every_rank():
+    """Qwen3-235B-A22B at TP 8, batch 1: each GPU reads the dense weights ÷ 8 but its 94 routers of 128 × 4096
+    whole, in bf16 (kvplan.calc.shapes.ROUTER_SOURCE): 49,283,072 × 2 B = 98,566,144 B, i.e. 7/8 of it,
+    86,245,376 B, more than the dense weights ÷ 8. With the flat η 0.8 the MLP group's time is then
+    (the non-router remainder ÷ 8 + the routers whole) / (BW × 0.8)."""
+    card = load_model("qwen3-235b-a22b")
+    cost = model_cost(card, VLLM)
+    shapes = model_shapes(card, cost)
+    flat = Flat(0.8, 0.75)
+    effs = OperatorEfficiencies(flat, flat, flat, flat, flat, flat, overhead_base_s=0.0)
+    p = operator_pass(cost, machine(), shapes=shapes, effs=effs, par=Parallel(tp=8), tokens=1, kv_bytes=0.0,
+                      attention_flops=0.0, lm_head_rows=1, batch=1, context=610)
+    dense = (cost.other_weight_bytes + cost.lm_head_weight_bytes) / 8
+    experts = 94 * 8 * cost.expert_weight_bytes / 8
+    assert_allclose(p.weight_bytes - experts, dense + 86_245_376, rtol=1e-12)
+    b = cost.other_weight_bytes / cost.dense_params_per_token
+    mlp = ((shapes.mlp_params - 49_283_072) * b / 8 + 98_566_144) / (H200_BW * 0.8)
+    assert_allclose(p.op_memory_s[1], mlp, rtol=1e-12)
+
+
 def test_attention_split_follows_the_geometry():
     """Llama-3.1-8B: QKV + O per layer = 4096 × (4096 + 2 × 1024) + 4096 × 4096 = 41,943,040; × 32 layers."""
     card = load_model("llama-3.1-8b")

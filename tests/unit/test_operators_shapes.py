@@ -56,3 +56,22 @@ def test_mla_attention_keeps_one_shape_and_its_mlps_are_split():
     mlp = nk(s.gemm_list("mlp", 1))
     assert mlp["gate_up"] == (36864.0, 7168.0) and mlp["shared gate_up"] == (4096.0, 7168.0)
     assert mlp["shared down"] == (7168.0, 2048.0)
+
+
+def test_moe_routers_are_replicated_at_n_num_experts():
+    """The router (gate) of every MoE layer is replicated on each TP rank (SGLang qwen3_moe.py ReplicatedLinear,
+    vLLM gpt_oss.py torch.nn.Linear; kvplan.calc.shapes.ROUTER_SOURCE): Qwen3-235B-A22B, 128 experts, hidden 4096,
+    94 MoE layers, so n = 128, k = 4096 at TP 1 and TP 8 alike (not 128 / 8 = 16), 94 × 128 × 4096 = 49,283,072
+    parameters. DeepSeek-V3: 256 experts, hidden 7168, 58 MoE layers, 58 × 256 × 7168 = 106,430,464, inside its MLP
+    group (MLA's attention takes the remainder after the dense MLPs, shared experts and routers). A dense model has
+    none."""
+    s = shapes_of("qwen3-235b-a22b")
+    for tp in (1, 8):
+        assert s.gemm_list("router", tp) == (("router", 128.0, 4096.0, 49_283_072.0),)
+    assert s.replicated_params == 49_283_072
+    d = shapes_of("deepseek-v3")
+    assert nk(d.gemm_list("router", 8)) == {"router": (256.0, 7168.0)}
+    assert d.replicated_params == 106_430_464
+    dense_and_shared = 3 * 3 * 7168 * 18432 + 58 * 44_040_192
+    assert d.mlp_params == dense_and_shared + 106_430_464
+    assert shapes_of("llama-3.1-8b").gemm_list("router", 8) == ()

@@ -412,6 +412,9 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
             tables, gpu, engine, gemm_dtype, shapes.gemm_list(kind, tp), bw, peak_of(gemm_dtype)))
     effs["lm_head"] = pick("LM head", perfdb.gemm_curve(tables, gpu, engine, "bf16", card.vocab_size / tp,
                                                         card.hidden_size, bw, peak_of("bf16")))
+    routers = shapes.gemm_list("router", tp)      # replicated, bf16 (kvplan.calc.shapes.ROUTER_SOURCE)
+    effs["router_gemms"] = pick("router GEMMs", perfdb.group_gemm_curve(
+        tables, gpu, engine, "bf16", routers, bw, peak_of("bf16"))) if routers else None
     if cost.is_moe:
         moe_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, moe=True)
         inter = card.moe.expert_params / (3 * card.hidden_size)
@@ -450,4 +453,4 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
                      f"{machine.eta_mem:g}, η_flops {machine.eta_flops:g} (flat)")
     return OperatorEfficiencies(effs["attention_gemms"], effs["mlp_gemms"], effs["lm_head"], effs["expert_gemms"],
                                 effs["attention_decode"], effs["attention_prefill"], base_s, per_seq_s,
-                                collectives, attention_peak_flops_per_s=attn_peak)
+                                collectives, attention_peak_flops_per_s=attn_peak, router_gemms=effs["router_gemms"])
