@@ -231,12 +231,15 @@ class Deployment:
 
     @cached_property
     def _machine(self) -> tuple[Machine, tuple[str, ...]]:
+        from kvplan.plans.sizing.kernels import attention_kernels
         from kvplan.plans.sizing.latency import resolve_machine
 
         cost = self.cost
         machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
                                          self.engine.efficiencies, self.tp * self.parallel.dp,
-                                         moe_layers=cost.moe_layers)
+                                         moe_layers=cost.moe_layers,
+                                         attention=attention_kernels(self.model, self.engine.engine)
+                                         if self.engine.perf_model == "operators" else (0.0, 0))
         return machine, tuple(notes)
 
     @property

@@ -14,8 +14,10 @@ from kvplan.plans.build import latency_from_names
 from kvplan.plans.sizing.latency import Efficiencies, resolve_machine
 
 
-def _overhead(model, hardware="h100-sxm", **kw):
-    result = latency_from_names(model, hardware, isl=233, osl=16, batch=1, engine="vllm", **kw)
+def _overhead(model, hardware="h100-sxm", engine="trtllm", **kw):
+    """The default step overhead on ``engine`` (TensorRT-LLM: aiconfigurator's graph count alone, its attention op
+    holding the RoPE; vLLM and SGLang add their attention-layer kernels, tested below)."""
+    result = latency_from_names(model, hardware, isl=233, osl=16, batch=1, engine=engine, **kw)
     return result.rows[0]["step_overhead_s"], " ".join(result.assumptions)
 
 
@@ -66,3 +68,34 @@ def test_an_explicit_or_card_overhead_replaces_the_count():
     cost = model_cost(load_model("mixtral-8x7b"), get_profile("vllm"), tps=[2])
     machine, notes = resolve_machine(hw, "bf16", "bf16", cost.layers, Efficiencies(), 2, moe_layers=cost.moe_layers)
     assert machine.step_overhead_s == 2e-5 and not any("3 µs ×" in n for n in notes)
+
+
+@pytest.mark.parametrize("model, engine, tp, kernels", [
+    # Llama-3.1-8B: 3 × 32 + 1 = 97, + RoPE in each of 32 full layers = 129 kernels (vLLM and SGLang alike)
+    ("llama-3.1-8b", "vllm", 1, 129), ("llama-3.1-8b", "sglang", 1, 129),
+    # Qwen3-235B-A22B, 94 MoE layers: 2 × 94 + 1 = 189; vLLM + RoPE 94 = 283; SGLang + (q/k norm, RoPE) × 94 = 377
+    ("qwen3-235b-a22b", "vllm", 8, 283), ("qwen3-235b-a22b", "sglang", 8, 377),
+    # Qwen3-Next-80B-A3B: 2 × 48 + 1 = 97, + 2 × its 12 full-attention layers (the 36 linear ones have no RoPE) = 121
+    ("qwen3-next-80b-a3b", "sglang", 8, 121),
+    # gpt-oss-20b: 2 × 24 + 1 = 49, + RoPE in its 12 sliding and 12 full layers = 73
+    ("gpt-oss-20b", "vllm", 1, 73),
+    # OPT-13B: learned positions, no RoPE: 3 × 40 + 1 = 121 on any engine
+    ("opt-13b", "vllm", 1, 121),
+    # DeepSeek-V3's MLA layers are not counted: 3 × 3 + 2 × 58 + 1 = 126
+    ("deepseek-v3", "sglang", 8, 126),
+    # TensorRT-LLM's attention op holds the RoPE: the graph count alone, 2 × 94 + 1 = 189
+    ("qwen3-235b-a22b", "trtllm", 8, 189),
+])
+def test_vllm_and_sglang_add_the_kernels_their_attention_layers_run_outside_the_measured_op(model, engine, tp, kernels):
+    """kvplan.plans.sizing.kernels.attention_kernels: vLLM and SGLang rotate q, k in the model before the attention
+    call that aiconfigurator's collectors time; SGLang's Qwen3 models run apply_qk_norm before it too."""
+    hardware = "b200" if model in ("qwen3-235b-a22b", "qwen3-next-80b-a3b", "deepseek-v3") else "h100-sxm"
+    overhead, notes = _overhead(model, hardware=hardware, engine=engine, tp=tp)
+    assert overhead == pytest.approx(kernels * 3e-6, rel=1e-12)
+    assert f"= {kernels} kernels" in notes
+
+
+def test_the_roofline_model_keeps_the_graph_count():
+    """--perf-model roofline prices no operator from a measured table: Llama-3.1-8B on vLLM stays 3 × 32 + 1 = 97."""
+    overhead, notes = _overhead("llama-3.1-8b", engine="vllm", perf_model="roofline")
+    assert overhead == pytest.approx(97 * 3e-6, rel=1e-12) and "= 97 kernels" in notes

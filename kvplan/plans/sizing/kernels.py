@@ -29,6 +29,25 @@ activation), 2 per MoE layer (add+norm × 2), + 1 (the embedding). aiconfigurato
 (3 × 3 + 2 × 58 + 1 = 126). Cards of architectures aiconfigurator has no graph for take the same per-kind
 counts. Its context (prefill) graphs charge more (the attention's fused rope, KV-write and, for Qwen3, q/k
 norm extras, rust operators/attention.rs lines 258-267); kvplan charges one overhead per forward, this count.
+Engines whose model code runs kernels between the QKV GEMM and the attention call that no measured operator
+holds (``attention_kernels``), one more each per attention layer:
+
+- RoPE on vLLM and SGLang: their models rotate q and k in the layer's forward before the attention call (SGLang
+  python/sglang/srt/models/llama.py @0023954 ``LlamaAttention.forward``: ``q, k = self.rotary_emb(positions, q,
+  k)`` then ``self.attn(q, k, v, forward_batch)``; qwen3_moe.py @008af3a ``apply_qk_norm_rope``; vLLM
+  vllm/model_executor/models/gpt_oss.py @0025d69 ``OAIAttention.forward``: ``q, k = self.rotary_emb(positions,
+  q, k)``), and aiconfigurator's decode-attention collectors time the attention call from q, k already rotated
+  (collector/sglang/collect_attn.py @095f58a line 672 ``layer(q, k, v, forward_batch)``; collector/vllm/
+  collect_attn.py lines 296-312: ``do_kv_cache_update`` and ``impl.forward``), the KV-cache write included. Not on
+  TensorRT-LLM, whose attention op applies RoPE inside the measured op where its backend fuses it (collector/
+  trtllm/collect_attn.py lines 194-202), nor for OPT (learned positions, no RoPE). Full and sliding layers only:
+  MLA and linear-attention layers keep the count above. The per-operator model only (``--perf-model
+  operators``, the default): the one-η roofline prices no operator from a measured table.
+- Qwen3's per-head q/k RMSNorm on SGLang (families qwen3, qwen3-next): ``apply_qk_norm`` before the RoPE
+  (qwen3.py @01b5f57 ``Qwen3Attention.forward_prepare_native``, qwen3_moe.py @008af3a ``apply_qk_norm_rope``:
+  one fused in-place q/k norm kernel, or q_norm and k_norm on two streams), counted once. Not counted on vLLM:
+  it compiles the layer with torch.compile, and how its compiled graph groups the norm with the RoPE was not
+  read here.
 """
 
 from __future__ import annotations
@@ -43,13 +62,39 @@ KERNELS_SOURCE = ("aiconfigurator 095f58a mem_empirical_constant_latency 3 µs, 
                   "MoE op: sdk/models/moe.py lines 272, 297, deepseek.py lines 876, 884), + 1 embedding")
 
 
-def elementwise_kernels(layers: float, moe_layers: float = 0.0) -> float:
-    """Element-wise kernels of one forward: 3 per dense-MLP layer, 2 per MoE layer, + 1 (module docstring)."""
+ROPE_ENGINES = ("vllm", "sglang")
+NO_ROPE_FAMILIES = ("opt",)
+QK_NORM_FAMILIES = ("qwen3", "qwen3-next")
+ATTENTION_KERNELS_SOURCE = (
+    "RoPE outside the measured attention op on vLLM and SGLang (SGLang models/llama.py @0023954 and qwen3_moe.py "
+    "@008af3a, vLLM models/gpt_oss.py @0025d69: q, k = self.rotary_emb(positions, q, k) before the attention call; "
+    "aiconfigurator 095f58a collector/sglang/collect_attn.py line 672 and collector/vllm/collect_attn.py lines "
+    "296-312 time the attention from rotated q, k); Qwen3's q/k RMSNorm on SGLang (qwen3.py @01b5f57, "
+    "qwen3_moe.py @008af3a: apply_qk_norm before the RoPE)")
+
+
+def attention_kernels(card, engine: str | None) -> tuple[float, int]:
+    """(attention layers charged, kernels each) for ``engine``'s model code (module docstring): RoPE on vLLM and
+    SGLang, + Qwen3's q/k norm on SGLang, per full or sliding attention layer; (0, 0) elsewhere."""
+    from kvplan.engines import canonical_engine
+
+    engine = canonical_engine(engine) if engine else None
+    if engine not in ROPE_ENGINES or card.family in NO_ROPE_FAMILIES:
+        return 0.0, 0
+    layers = float(sum(g.count for g in card.layer_groups if g.kind in ("full", "sliding")))
+    each = 1 + (1 if engine == "sglang" and card.family in QK_NORM_FAMILIES else 0)
+    return (layers, each) if layers else (0.0, 0)
+
+
+def elementwise_kernels(layers: float, moe_layers: float = 0.0, attention: tuple[float, int] = (0.0, 0)) -> float:
+    """Element-wise kernels of one forward: 3 per dense-MLP layer, 2 per MoE layer, + 1, and the engine's
+    ``attention`` = (attention layers, kernels each) (module docstring)."""
     dense = float(layers) - float(moe_layers)
-    return DENSE_LAYER_KERNELS * dense + MOE_LAYER_KERNELS * float(moe_layers) + FORWARD_KERNELS
+    return (DENSE_LAYER_KERNELS * dense + MOE_LAYER_KERNELS * float(moe_layers) + FORWARD_KERNELS
+            + attention[0] * attention[1])
 
 
-def kernels_note(layers: float, moe_layers: float) -> str:
+def kernels_note(layers: float, moe_layers: float, attention: tuple[float, int] = (0.0, 0)) -> str:
     """The count in words: ``3 × 3 dense + 2 × 58 MoE layers + 1 = 126 kernels``."""
     dense = float(layers) - float(moe_layers)
     parts = []
@@ -57,8 +102,10 @@ def kernels_note(layers: float, moe_layers: float) -> str:
         parts.append(f"{DENSE_LAYER_KERNELS} × {dense:g} dense")
     if moe_layers:
         parts.append(f"{MOE_LAYER_KERNELS} × {float(moe_layers):g} MoE")
-    return f"{' + '.join(parts)} layers + {FORWARD_KERNELS} = {elementwise_kernels(layers, moe_layers):g} kernels"
+    extra = f" + {attention[1]} × {attention[0]:g} attention layers" if attention[0] and attention[1] else ""
+    total = elementwise_kernels(layers, moe_layers, attention)
+    return f"{' + '.join(parts)} layers + {FORWARD_KERNELS}{extra} = {total:g} kernels"
 
 
 __all__ = ["ELEMENTWISE_LATENCY_S", "DENSE_LAYER_KERNELS", "MOE_LAYER_KERNELS", "FORWARD_KERNELS", "KERNELS_SOURCE",
-           "elementwise_kernels", "kernels_note"]
+           "ATTENTION_KERNELS_SOURCE", "attention_kernels", "elementwise_kernels", "kernels_note"]

@@ -47,7 +47,8 @@ from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_
                                     max_batch, operator_model, resolve_dp_imbalance)
 from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
                                             memory_notes)
-from kvplan.plans.sizing.kernels import ELEMENTWISE_LATENCY_S, KERNELS_SOURCE, elementwise_kernels, kernels_note
+from kvplan.plans.sizing.kernels import (ATTENTION_KERNELS_SOURCE, ELEMENTWISE_LATENCY_S, KERNELS_SOURCE,
+                                         attention_kernels, elementwise_kernels, kernels_note)
 from kvplan.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -101,11 +102,12 @@ def peak_flops(hw: HardwareCard, compute_dtype: str, weights_dtype: str) -> floa
 
 def resolve_machine(
     hw: HardwareCard, compute_dtype: str, weights_dtype: str, layers: float, eff: Efficiencies,
-    max_gpus: int, moe_layers: float = 0.0,
+    max_gpus: int, moe_layers: float = 0.0, attention: tuple[float, int] = (0.0, 0),
 ) -> tuple[Machine, list[str]]:
     """Card figures + efficiencies (argument > card > kvplan default) for one compute dtype.
 
-    The default step overhead counts ``layers`` of which ``moe_layers`` are MoE layers (:mod:`.kernels`).
+    The default step overhead counts ``layers`` of which ``moe_layers`` are MoE layers, and the engine's
+    ``attention`` kernels (attention layers, kernels each: :func:`.kernels.attention_kernels`).
     """
     check_efficiencies(eff)
     notes: list[str] = []
@@ -126,10 +128,11 @@ def resolve_machine(
                      "η_flops", "efficiency.flops", DEFAULT_ETA_FLOPS_SOURCE)
     overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
     if overhead is None:
-        overhead = DEFAULT_OP_LATENCY_S * elementwise_kernels(layers, moe_layers)
+        overhead = DEFAULT_OP_LATENCY_S * elementwise_kernels(layers, moe_layers, attention)
+        extra = f"; {ATTENTION_KERNELS_SOURCE}" if attention[0] and attention[1] else ""
         notes.append(f"step overhead = {format_seconds(overhead)} per forward pass: kvplan default "
-                     f"3 µs × ({kernels_note(layers, moe_layers)}), {hw.name} has no efficiency.step_overhead_s "
-                     f"({DEFAULT_OVERHEAD_SOURCE})")
+                     f"3 µs × ({kernels_note(layers, moe_layers, attention)}), {hw.name} has no "
+                     f"efficiency.step_overhead_s ({DEFAULT_OVERHEAD_SOURCE}{extra})")
     kwargs = {}
     if max_gpus > 1:
         if hw.scale_up is None and hw.nic is None:
@@ -281,7 +284,8 @@ def latency(
         check_parallelism(card, hw, tps, dp, expert_parallel, redundant_experts, expert_imbalance)
         attn_dp = dp
     machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp,
-                                     moe_layers=cost.moe_layers)
+                                     moe_layers=cost.moe_layers,
+                                     attention=attention_kernels(card, engine) if perf_model == "operators" else (0.0, 0))
     check_enforce_eager(efficiencies.enforce_eager, engine, perf_model)
     if perf_model == "operators":
         perf = engine_perf(engine)
