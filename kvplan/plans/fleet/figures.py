@@ -52,6 +52,9 @@ class InstanceFigures:
     pack_penalty_s: np.ndarray | None = None  # π: what a second prompt in a step adds beyond its E[X], on b_grid
                                            # (kvplan.plans.fleet.packing.pair_penalty); None: 0
     join_room: np.ndarray | None = None    # ψ: the share of a joining prompt that fits its step (packing.join_room)
+    full_step_s: np.ndarray | None = None  # a step whose token budget is full: b decoders and C − b prompt tokens,
+    #                                        on b_grid (the longest step a prompt waits for; None: no cap)
+    chunk_tokens: int = 0                  # the step's token budget, max_num_batched_tokens (0: not tabulated)
 
     def _on_grid(self, values: np.ndarray | None, b, default: float):
         """``values`` (on b_grid) at batch (array) ``b``, linear between grid points; ``default`` where not tabulated."""
@@ -76,6 +79,10 @@ class InstanceFigures:
         pi = 0.0 if self.pack_penalty_s is None else (1 - w) * self.pack_penalty_s[i] + w * self.pack_penalty_s[i + 1]
         room = 1.0 if self.join_room is None else (1 - w) * self.join_room[i] + w * self.join_room[i + 1]
         return float(pi), float(room)
+
+    def full_step_at(self, b: float) -> float:
+        """The full step's length at one batch (∞ where not tabulated)."""
+        return math.inf if self.full_step_s is None else float(np.interp(float(b), self.b_grid, self.full_step_s))
 
     def at(self, b: float):
         """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
@@ -142,6 +149,8 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     penalty = pair_penalty(*_token_cost(steps, chunk_tokens + int(b_grid[-1]) + 1, ctx), b_grid, chunk_tokens,
                            lengths.isl_points)
     points = prefill[:, lengths.points_index]
+    budget = np.maximum(chunk_tokens - b_grid, 1)
+    _, full_step = steps.mixed_chunk(b_grid, ctx, budget, budget)
     return InstanceFigures(
         pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
         extra_per_seq_s=more, per_token_s=per_token, prefill_s=points, moments=moments, prefill_grid_s=prefill,
@@ -149,6 +158,7 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
         prefill_alone_s=points[0],
         batch_cap=cap, batch_kv=batch_kv, batch_kv_mean=batch_kv_mean, batch_kv_p99=batch_kv_p99,
         request_dispatch_s=steps.request_dispatch_s, pack_penalty_s=penalty, join_room=room,
+        full_step_s=np.asarray(full_step, dtype=np.float64), chunk_tokens=int(chunk_tokens),
     )
 
 

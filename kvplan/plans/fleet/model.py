@@ -89,6 +89,7 @@ from functools import cached_property, partial
 import numpy as np
 
 from kvplan.calc import tails
+from kvplan.plans.fleet import stepwait
 from kvplan.plans.fleet.packing import gated_stretch, interference, packing, packing_scalar  # noqa: F401
 from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures, poisson_slope, poisson_support  # noqa: F401
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
@@ -130,7 +131,7 @@ class LengthStats:
             "isl_points": points, "isl_grid": grid, "points_index": np.searchsorted(grid, points),
             "n_points": _points(decoding) if decoding.size else np.zeros(0),
             "n_distinct": tails.distinct(_points(decoding)) if decoding.size else (np.zeros(0), np.zeros(0)),
-            "mean_isl": float(isl.mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
+            "mean_isl": float(isl.mean()), "second_isl": float((isl * isl).mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
             "second_steps": float((n * n).mean()),
             "decode_context": float(held), "decode_context_var": float(max(held2 - held**2, 0.0)),
             "context_mean": float(ctx.mean()),
@@ -181,8 +182,13 @@ class Point:
     residence_s: float = math.nan
     slot_wait: tuple[float, float] = (0.0, 0.0)
     prefill_wait: tuple[float, float] = (0.0, 0.0)
-    residual_s: float = 0.0
-    busy_share: float = 0.0
+    residual_s: float = 0.0        # E[R]: the rest of the step under way (kvplan.plans.fleet.stepwait)
+    busy_share: float = 0.0        # the share of arrivals that wait for a decode step (an instance without prompts)
+    work_wait: tuple[float, float] = (0.0, 0.0)  # (C, θ): the prefill work queued ahead, before a full step takes it
+    full_step_s: float = 0.0       # s_full: a step with its token budget full
+    budget_tokens: float = 0.0     # C_b: the prompt tokens a step takes beside the decoders
+    budget_utilization: float = 0.0  # ρ_b = λ_i·E[ISL]·s_full/C_b (kvplan.plans.fleet.stepwait)
+    wait_points: tuple = ()        # (V, weights): the wait before a prompt's own step (stepwait.wait_points)
     ttft: dict = field(default_factory=dict)
     tpot: dict = field(default_factory=dict)
     concurrency: float = math.nan
@@ -367,20 +373,28 @@ class FleetModel:
             return point
         point.slot_wait = tails.wait_tail(slots, lam, point.residence_s, self.ca2,
                                           _scv(point.residence_s, residence_second))
-        # an arrival that finds decoders running waits for the step in progress: uniform on [0, t]
-        point.busy_share = -math.expm1(-occupancy) * (1 - min(point.prefill_utilization, 1.0))
-        point.residual_s = point.busy_share * t / 2
-        # gated service (kvplan.plans.fleet.packing): a prompt's step takes the later arrivals that fit, at λ_i·J·ψ:
-        # behind a decode step λ_i·J·ψ·t/2 of them (own prefill), behind a mixed step its wait × (1 + 2ρ_z)/(1 + ρ_z)
+        # the wait before a prompt's own step, as the engine schedules it (kvplan.plans.fleet.stepwait): the rest of the
+        # step under way and the joiners' work, and a queue only for the prefill work beyond a full step's budget
         join *= self.f.pack_at(occupancy)[1]
-        point.gated_stretch = gated_stretch(join * (x_mean + pi))
-        c2, th2 = tails.wait_tail(servers, lam, q_mean, self.ca2, _scv(q_mean, q_second))
-        point.prefill_wait = (c2, th2 * point.gated_stretch)
-        after = join * point.busy_share * t / 2 * (x_mean + pi)
+        full_step, lengths = self.f.full_step_at(occupancy), self.lengths
+        point.budget_tokens = max(self.f.chunk_tokens - occupancy, 1.0) if self.f.chunk_tokens else 0.0
+        point.full_step_s = full_step
+        omega = self._budget_work(point, occupancy)
+        c_b, th_b, point.budget_utilization, c_w = stepwait.budget_queue(
+            servers, lam, float(omega.mean()), float((omega * omega).mean()), full_step, self.ca2)
+        point.work_wait, point.prefill_wait = (c_w, th_b), (c_b, th_b)
+        if point.budget_utilization >= 1:
+            point.failures.append("prefill_compute")
+            return point
+        values, weights, point.residual_s = stepwait.wait_points(
+            t=t, rho=point.prefill_utilization, lam_i=lam_i, servers=servers, batch=occupancy, rate=join,
+            c0=max(s_mean - x_mean - pi, 0.0), z1=z1, z2=z2, k_s=k, mu=k_p - 1, cap=full_step)
+        point.wait_points = (values, weights)
+        point.busy_share = float(weights[1:1 + stepwait.EDGES.size - 1].sum())
         # d, the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch), is in TTFT only: a host
         # delay before the prompt is scheduled, not in its service, its residence or the decoders' steps
-        point.ttft = self.ttft_stats(point, prefill + after + self.f.request_dispatch_s,
-                                     self._heavy_tail(point, t_decoders=occupancy),
+        point.ttft = self.ttft_stats(point, prefill + self.f.request_dispatch_s,
+                                     self._heavy_tail(point, omega),
                                      stats=None if full else ("mean",), judge=True)
         point.running = lam * point.residence_s
         point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
@@ -404,46 +418,60 @@ class FleetModel:
                 np.where(rho < 1, 0.0, np.inf)
         return lam_i * (own + decode)
 
-    def _heavy_tail(self, point: Point, t_decoders: float):
-        """Prefill-wait tail from the residual of S: C·P(S_e > (1 − ρ)x)^N.
-
-        Exact for M/M/1 (ρ e^(−(1−ρ)x/E[S])); for heavy-tailed S it keeps the subexponential shape of
-        the M/G/1 asymptotic ρ/(1 − ρ)·P(S_e > x). At N > 1 a prompt waits that long only when every
-        instance is held by a long prompt (the power N): a heuristic, checked by simulation.
-        """
-        grid = self.lengths.isl_grid
+    def _budget_work(self, point: Point, t_decoders: float) -> np.ndarray:
+        """ω at the :data:`TAIL_POINTS` prompt lengths (:func:`kvplan.plans.fleet.stepwait.budget_work`)."""
+        if point.budget_tokens <= 0 or not math.isfinite(point.full_step_s):
+            return np.zeros(1)
         row = np.interp(t_decoders, self.f.b_grid, np.arange(self.f.b_grid.size))
         i = int(min(row, self.f.b_grid.size - 2))
         w = row - i
-        prefill = (1 - w) * self.f.prefill_grid_s[i] + w * self.f.prefill_grid_s[i + 1]
-        extra = (1 - w) * self.f.extra_grid_s[i] + w * self.f.extra_grid_s[i + 1]
-        queued = extra + point.pack_penalty_s + (prefill - extra) / point.packing_step
-        residual = tails.equilibrium_tail(np.interp(self._tail_isl, grid, queued))
-        rho, n, c = point.prefill_utilization, point.instances * self.dp, point.prefill_wait[0]
-        stretch = point.gated_stretch
-        return lambda x: c * residual((1 - rho) * x / stretch) ** n
+        prefill = np.interp(self._tail_isl, self.lengths.isl_grid,
+                            (1 - w) * self.f.prefill_grid_s[i] + w * self.f.prefill_grid_s[i + 1])
+        return stepwait.budget_work(self._tail_isl, prefill, point.full_step_s, point.budget_tokens)
+
+    def _heavy_tail(self, point: Point, omega: np.ndarray):
+        """The budget queue's heavy tail from the residual of ω, beyond the full step that takes it:
+        C·P(ω_e > (1 − ρ_b)(x + s_full))^N.
+
+        Exact for M/M/1 (ρ e^(−(1−ρ)x/E[ω])); for heavy-tailed ω it keeps the subexponential shape of
+        the M/G/1 asymptotic ρ/(1 − ρ)·P(ω_e > x). At N > 1 a prompt waits that long only when every
+        instance is held by a long prompt (the power N): a heuristic, checked by simulation.
+        """
+        if not omega.any():
+            return None
+        residual = tails.equilibrium_tail(omega)
+        rho, n, (c, _), skip = point.budget_utilization, point.instances * self.dp, point.work_wait, point.full_step_s
+        return lambda x: c * residual((1 - rho) * (x + skip)) ** n
 
     def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None, stats=None, judge: bool = False) -> dict:
-        """TTFT statistics: the two waits, the residual step and the own prefill convolved (module docstring);
-        ``judge`` also sets ``"meets"`` from the CDF at the TTFT SLO's limit."""
+        """TTFT statistics: the slot wait, the budget queue's full steps, the wait before the own step and the own
+        prefill convolved (module docstring); ``judge`` also sets ``"meets"`` from the CDF at the TTFT SLO's limit."""
         (c1, th1), (c2, th2) = point.slot_wait, point.prefill_wait
-        busy = int(round(point.busy_share * RESIDUAL_POINTS))
-        uniform = point.step_s * (np.arange(busy) + 0.5) / max(busy, 1)
-        residual = np.concatenate([np.zeros(RESIDUAL_POINTS - busy), uniform])
-        service, weights = tails.distinct(np.asarray(prefill_points)[:, None] + residual[None, :])
-        out = {"mean": c1 * th1 + c2 * th2 + float(np.mean(prefill_points)) + point.residual_s}
+        skip = point.full_step_s if c2 > 0 else 0.0
+        values, shares = point.wait_points if point.wait_points else (np.zeros(1), np.ones(1))
+        own = np.asarray(prefill_points, dtype=np.float64)
+        service, where = np.unique(own[:, None] + values[None, :], return_inverse=True)
+        weights = np.bincount(where.ravel(), weights=np.broadcast_to(shares / own.size, (own.size, shares.size)).ravel())
+        out = {"mean": c1 * th1 + c2 * (skip + th2) + float(own.mean()) + float(np.dot(values, shares))}
+        shifted = None if heavy is None else (lambda x: heavy(x + skip))
+
+        def cdf(x):  # W_b = 0, or (with probability C_b) a full step and an exponential rest (stepwait.budget_queue)
+            base = tails.wait_plus_service_cdf(x, service, c1, th1, 0.0, 0.0, heavy, weights)
+            if c2 <= 0:
+                return base
+            return (1 - c2) * base + c2 * tails.wait_plus_service_cdf(x, service + skip, c1, th1, 1.0, th2, shifted,
+                                                                      weights)
         wanted = [s for s in (self.stats if stats is None else stats) if s != "mean"]
-        hi = float(service.max()) + 50 * max(th1 if math.isfinite(th1) else 0, th2 if math.isfinite(th2) else 0) + 1
+        hi = float(service.max()) + skip + 50 * max(th1 if math.isfinite(th1) else 0,
+                                                   th2 if math.isfinite(th2) else 0) + 1
         if heavy is not None:
             hi += 10 * float(self.f.prefill_grid_s.max())
         slo = self.slos.get("ttft") if judge else None
         if slo is not None:
-            out["meets"] = bool(_meets(slo, out["mean"],
-                                       lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy, weights)))
+            out["meets"] = bool(_meets(slo, out["mean"], cdf))
         if wanted:
-            qs = tails.invert_cdf(lambda x: tails.wait_plus_service_cdf(x, service, c1, th1, c2, th2, heavy, weights),
-                                  [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi,
-                                  iterations=28, jumps=service,
+            qs = tails.invert_cdf(cdf, [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi,
+                                  iterations=28, jumps=np.concatenate([service, service + skip]) if c2 > 0 else service,
                                   rounds=BRACKET_ROUNDS if service.size <= BRACKET_MAX_POINTS else 0)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
