@@ -446,16 +446,18 @@ def _explain(plan: FleetPlan, workload: FleetWorkload, dep: Deployment) -> list[
         f"packing (gated): k_s = {p.packing_step:.3g} prompts per mixed step, k_p = {p.packing:.3g} in a prompt's own; "
         f"pair penalty π(1 − 1/k_s) = {format_seconds(p.pack_penalty_s)}; interference ρx = λ_i·E[X + π(1 − 1/k_s)] = "
         f"{p.rho_interference:.4g}; prefill utilisation λ_i·E[S_q] = {p.prefill_utilization:.4g}; own prefill "
-        f"E[S] + (k_p − 1)·E[X + π] = {format_seconds(p.prefill_mean_s)}; wait stretch {p.gated_stretch:.3g}",
+        f"E[S] + (k_p − 1)·E[X + π] = {format_seconds(p.prefill_mean_s)}",
         f"TPOT mean = (t(B̄+1) + E[V]/n)/(1 − ρx) over requests, E[V] = {format_seconds(p.backlog_s)} queued at a "
         f"decode's start: {format_seconds(p.tpot['mean'])}; p50/p90/p99 = " + _three(p.tpot),
         f"occupancy B̄ = λ_i·(own prefill + E[n]·TPOT) = {lam_i:.4g} × ({format_seconds(p.prefill_mean_s)} + "
         f"{L.mean_steps:,.1f} × {format_seconds(p.tpot['mean'])}) = {p.batch_mean:,.3g} (Little's law)",
         f"decode slots: c = N × B = {n * p.batch_max:,}, utilisation {p.slot_utilization:.4g}, Erlang-C P(wait) = "
         f"{c1:.3g}, tail θ = {_th(th1)}",
-        f"prefill queue: c = N = {n:,}, Erlang-C P(wait) = {c2:.3g}, tail θ = {_th(th2)} (Allen–Cunneen "
-        "(ca² + cs²)/2 / (c/S − λ))",
-        f"TTFT = W_slot + W_prefill + residual {format_seconds(p.residual_s)} + S: mean "
+        f"before its own step a prompt waits the step under way (mean {format_seconds(p.residual_s)}; a decode step "
+        f"for {p.busy_share:.3g} of arrivals) and the joiners' work; token budget {p.budget_tokens:,.0f} a step, a "
+        f"full step {format_seconds(p.full_step_s)}, budget utilisation ρ_b = λ_i·E[ω] = "
+        f"{p.budget_utilization:.4g}; beyond it P(wait full steps) = {c2:.3g}, tail θ = {_th(th2)} (Allen–Cunneen)",
+        f"TTFT = W_slot + W_budget + V + S: mean "
         f"{format_seconds(p.ttft['mean'])}, p50/p90/p99 = " + _three(p.ttft),
         f"concurrency = λ·(E[TTFT] + E[n]·TPOT) = {p.concurrency:,.4g}; running (holding KV) = "
         f"λ·(own prefill + E[n]·TPOT) = {p.running:,.4g}",

@@ -96,6 +96,12 @@ class InstanceFigures:
         return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
                 mix(self.moments))
 
+    def prefill_row(self, b: float) -> np.ndarray:
+        """S on the ISL grid at batch b, linear in b between grid points."""
+        row = float(np.interp(b, self.b_grid, np.arange(self.b_grid.size)))
+        i = int(min(row, self.b_grid.size - 2))
+        return (1 - (row - i)) * self.prefill_grid_s[i] + (row - i) * self.prefill_grid_s[i + 1]
+
     def step_and_moments(self, b) -> tuple[np.ndarray, np.ndarray]:
         """(t, sample moments) at each batch of the array ``b``, interpolated as :meth:`at` does."""
         b = np.asarray(b, dtype=np.float64)

@@ -53,22 +53,20 @@ Every figure here decreases (or stays) as N grows at a fixed λ, and grows with 
 the fewest N that meets every constraint never falls as the load rises; :meth:`FleetModel.search`
 finds it by doubling then bisection.
 
-Queues (Erlang-C with the Allen–Cunneen factor, :mod:`kvplan.calc.queueing` / :mod:`kvplan.calc.tails`):
-    decode slots: c = N × B_max servers, service R (cs² of S + n·m over the workload), arrivals ca²;
-    prefill:      c = N servers (a join-shortest-queue router behaves close to one central queue).
-                  Prompts that arrive during a step are packed into the next one (gated service,
-                  :mod:`kvplan.plans.fleet.packing`): k_s per mixed step, k_p in a prompt's own step, so
-                  the queue's service is S_q = X + π(1 − 1/k_s) + (S − X)/k_s (the decoders' part of a step
-                  is shared) with cs² over the prompt-length distribution, and a prompt's own step holds
-                  its slot for S + (k_p − 1)·E[X + π]. The FCFS wait is stretched by (1 + 2ρ_z)/(1 + ρ_z),
-                  ρ_z = λ_i·J·ψ·E[X + π], for the prompts that join its step while the one in progress ends.
-    TTFT = W_slot + W_prefill + residual of the step in progress (uniform on [0, t] when the arrival
-    finds decoders running and no prefill, P = (1 − e^(−B̄))(1 − ρ_prefill)) + S (+ the λ_i·J·t/2 prompts that
-    join behind that decode step), with the two
-    waits atom-plus-exponential and independent, convolved with S in closed form; where long
-    prompts make S heavy-tailed, the prefill wait's tail is at least C·P(S_e > (1 − ρ)x)^N, S_e the
-    equilibrium residual of S (:func:`kvplan.calc.tails.equilibrium_tail`; exact for M/M/1, the
-    subexponential shape of the M/G/1 asymptotic, a heuristic for N > 1).
+Queues:
+    decode slots: Erlang-C with the Allen–Cunneen factor (:mod:`kvplan.calc.queueing` / :mod:`kvplan.calc.tails`),
+                  c = N × B_max servers, service R (cs² of S + n·m over the workload), arrivals ca².
+    prefill:      as the engine schedules it (:mod:`kvplan.plans.fleet.stepwait`): a prompt waits the rest of the
+                  step under way (a decode step on an instance the JSQ router finds without prompts, else the
+                  length-biased mixed step) and joins the next step with the prompts routed there meanwhile
+                  (packing: :mod:`kvplan.plans.fleet.packing`), V; only what the step's token budget cannot take
+                  queues, in full steps s_full: W_b = 0, or with probability C_b = C e^(−s_full/θ) a full step and
+                  an exponential rest, C and θ Allen–Cunneen over N servers of ω = ISL·s_full/(budget) each.
+                  The prefill utilisation ρ_P = λ_i E[S_q], S_q = X + π(1 − 1/k_s) + (S − X)/k_s (a step's
+                  decoders shared), and a prompt's own step holds its slot for S + (k_p − 1)·E[X + π].
+    TTFT = W_slot + W_b + V + S + d, independent, convolved in closed form over the points of V and S; where long
+    prompts make ω heavy-tailed, W_b's tail is at least C·P(ω_e > (1 − ρ_b)(x + s_full))^N, ω_e the equilibrium
+    residual of ω (:func:`kvplan.calc.tails.equilibrium_tail`; the subexponential shape of the M/G/1 asymptotic).
 
 Attention data parallelism (dp > 1): each DP rank is an engine core (own KV pool, max_num_seqs, token
 budget) in lock step with the others equally loaded: the figures are one rank's, t(b) the instance's step at
@@ -90,14 +88,13 @@ import numpy as np
 
 from kvplan.calc import tails
 from kvplan.plans.fleet import stepwait
-from kvplan.plans.fleet.packing import gated_stretch, interference, packing, packing_scalar  # noqa: F401
+from kvplan.plans.fleet.packing import interference, packing, packing_scalar  # noqa: F401
 from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures, poisson_slope, poisson_support  # noqa: F401
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
 QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
-RESIDUAL_POINTS = 16  # equally likely points of the residual step an arrival waits for
 BRACKET_ROUNDS = 5    # vectorised bracketing rounds before the percentiles' bisection (tails.invert_cdf), for
 BRACKET_MAX_POINTS = 256  # a TTFT of at most this many distinct service times (beyond, each candidate costs as much
                           # as a bisection step, and the plain bisection is cheaper)
@@ -131,7 +128,7 @@ class LengthStats:
             "isl_points": points, "isl_grid": grid, "points_index": np.searchsorted(grid, points),
             "n_points": _points(decoding) if decoding.size else np.zeros(0),
             "n_distinct": tails.distinct(_points(decoding)) if decoding.size else (np.zeros(0), np.zeros(0)),
-            "mean_isl": float(isl.mean()), "second_isl": float((isl * isl).mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
+            "mean_isl": float(isl.mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
             "second_steps": float((n * n).mean()),
             "decode_context": float(held), "decode_context_var": float(max(held2 - held**2, 0.0)),
             "context_mean": float(ctx.mean()),
@@ -175,7 +172,6 @@ class Point:
     packing_step: float = 1.0      # k_s: prompts per mixed step
     pack_penalty_s: float = 0.0    # π (1 − 1/k_s): the pair penalty a prompt pays on average
     backlog_s: float = 0.0         # E[V]: the prefill work queued when a request's decode begins
-    gated_stretch: float = 1.0     # the prefill wait's stretch under gated service, (1 + 2ρ_z)/(1 + ρ_z)
     prefill_utilization: float = math.nan
     slot_utilization: float = math.nan
     prefill_mean_s: float = math.nan
@@ -332,7 +328,6 @@ class FleetModel:
         point.packing, point.packing_step, point.pack_penalty_s = k_p, k, pen
         point.rho_interference = lam_i * interference(moments, k, pen)[0]
         q_mean = s_mean / k + x_mean * (1 - 1 / k)
-        q_second = (s_second + 2 * (k - 1) * s_x + (k - 1) ** 2 * x_second) / (k * k) + 2 * pen * q_mean + pen * pen
         q_mean += pen
         own_extra = (k_p - 1) * (x_mean + pi)
         point.prefill_mean_s = s_mean + own_extra
@@ -376,16 +371,14 @@ class FleetModel:
         # the wait before a prompt's own step, as the engine schedules it (kvplan.plans.fleet.stepwait): the rest of the
         # step under way and the joiners' work, and a queue only for the prefill work beyond a full step's budget
         join *= self.f.pack_at(occupancy)[1]
-        full_step, lengths = self.f.full_step_at(occupancy), self.lengths
+        point.full_step_s = full_step = self.f.full_step_at(occupancy)
         point.budget_tokens = max(self.f.chunk_tokens - occupancy, 1.0) if self.f.chunk_tokens else 0.0
-        point.full_step_s = full_step
         omega = self._budget_work(point, occupancy)
         c_b, th_b, point.budget_utilization, c_w = stepwait.budget_queue(
             servers, lam, float(omega.mean()), float((omega * omega).mean()), full_step, self.ca2)
         point.work_wait, point.prefill_wait = (c_w, th_b), (c_b, th_b)
-        if point.budget_utilization >= 1:
-            point.failures.append("prefill_compute")
-            return point
+        if point.budget_utilization >= 1:  # the budget cannot take the prompts
+            return point.failures.append("prefill_compute") or point
         values, weights, point.residual_s = stepwait.wait_points(
             t=t, rho=point.prefill_utilization, lam_i=lam_i, servers=servers, batch=occupancy, rate=join,
             c0=max(s_mean - x_mean - pi, 0.0), z1=z1, z2=z2, k_s=k, mu=k_p - 1, cap=full_step)
@@ -394,7 +387,8 @@ class FleetModel:
         # d, the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch), is in TTFT only: a host
         # delay before the prompt is scheduled, not in its service, its residence or the decoders' steps
         point.ttft = self.ttft_stats(point, prefill + self.f.request_dispatch_s,
-                                     self._heavy_tail(point, omega),
+                                     stepwait.heavy_tail(omega, point.work_wait[0], point.budget_utilization,
+                                                         servers, full_step),
                                      stats=None if full else ("mean",), judge=True)
         point.running = lam * point.residence_s
         point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
@@ -422,30 +416,13 @@ class FleetModel:
         """ω at the :data:`TAIL_POINTS` prompt lengths (:func:`kvplan.plans.fleet.stepwait.budget_work`)."""
         if point.budget_tokens <= 0 or not math.isfinite(point.full_step_s):
             return np.zeros(1)
-        row = np.interp(t_decoders, self.f.b_grid, np.arange(self.f.b_grid.size))
-        i = int(min(row, self.f.b_grid.size - 2))
-        w = row - i
-        prefill = np.interp(self._tail_isl, self.lengths.isl_grid,
-                            (1 - w) * self.f.prefill_grid_s[i] + w * self.f.prefill_grid_s[i + 1])
+        prefill = np.interp(self._tail_isl, self.lengths.isl_grid, self.f.prefill_row(t_decoders))
         return stepwait.budget_work(self._tail_isl, prefill, point.full_step_s, point.budget_tokens)
-
-    def _heavy_tail(self, point: Point, omega: np.ndarray):
-        """The budget queue's heavy tail from the residual of ω, beyond the full step that takes it:
-        C·P(ω_e > (1 − ρ_b)(x + s_full))^N.
-
-        Exact for M/M/1 (ρ e^(−(1−ρ)x/E[ω])); for heavy-tailed ω it keeps the subexponential shape of
-        the M/G/1 asymptotic ρ/(1 − ρ)·P(ω_e > x). At N > 1 a prompt waits that long only when every
-        instance is held by a long prompt (the power N): a heuristic, checked by simulation.
-        """
-        if not omega.any():
-            return None
-        residual = tails.equilibrium_tail(omega)
-        rho, n, (c, _), skip = point.budget_utilization, point.instances * self.dp, point.work_wait, point.full_step_s
-        return lambda x: c * residual((1 - rho) * (x + skip)) ** n
 
     def ttft_stats(self, point: Point, prefill_points: np.ndarray, heavy=None, stats=None, judge: bool = False) -> dict:
         """TTFT statistics: the slot wait, the budget queue's full steps, the wait before the own step and the own
-        prefill convolved (module docstring); ``judge`` also sets ``"meets"`` from the CDF at the TTFT SLO's limit."""
+        prefill convolved (:func:`kvplan.plans.fleet.stepwait.ttft_cdf`); ``judge`` also sets ``"meets"`` from the
+        CDF at the TTFT SLO's limit."""
         (c1, th1), (c2, th2) = point.slot_wait, point.prefill_wait
         skip = point.full_step_s if c2 > 0 else 0.0
         values, shares = point.wait_points if point.wait_points else (np.zeros(1), np.ones(1))
@@ -453,14 +430,7 @@ class FleetModel:
         service, where = np.unique(own[:, None] + values[None, :], return_inverse=True)
         weights = np.bincount(where.ravel(), weights=np.broadcast_to(shares / own.size, (own.size, shares.size)).ravel())
         out = {"mean": c1 * th1 + c2 * (skip + th2) + float(own.mean()) + float(np.dot(values, shares))}
-        shifted = None if heavy is None else (lambda x: heavy(x + skip))
-
-        def cdf(x):  # W_b = 0, or (with probability C_b) a full step and an exponential rest (stepwait.budget_queue)
-            base = tails.wait_plus_service_cdf(x, service, c1, th1, 0.0, 0.0, heavy, weights)
-            if c2 <= 0:
-                return base
-            return (1 - c2) * base + c2 * tails.wait_plus_service_cdf(x, service + skip, c1, th1, 1.0, th2, shifted,
-                                                                      weights)
+        cdf = stepwait.ttft_cdf(service, weights, point.slot_wait, point.prefill_wait, skip, heavy)
         wanted = [s for s in (self.stats if stats is None else stats) if s != "mean"]
         hi = float(service.max()) + skip + 50 * max(th1 if math.isfinite(th1) else 0,
                                                    th2 if math.isfinite(th2) else 0) + 1

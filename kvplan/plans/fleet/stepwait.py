@@ -178,3 +178,31 @@ def budget_queue(servers: int, lam: float, omega_mean: float, omega_second: floa
     if not math.isfinite(theta) or theta <= 0:
         return c, theta, rho, c
     return c * math.exp(-full_step_s / theta), theta, rho, c
+
+
+def heavy_tail(omega: np.ndarray, c: float, rho: float, servers: int, full_step_s: float):
+    """x → C·P(ω_e > (1 − ρ_b)(x + s_full))^N: the budget queue's heavy tail beyond the full step that takes it
+    (None when there is no work). Exact for M/M/1 (ρ e^(−(1−ρ)x/E[ω])); for heavy-tailed ω it keeps the
+    subexponential shape of the M/G/1 asymptotic ρ/(1 − ρ)·P(ω_e > x). At N > 1 a prompt waits that long only
+    when every instance is held by a long prompt (the power N): a heuristic, checked by simulation."""
+    if not np.any(omega):
+        return None
+    residual = tails.equilibrium_tail(omega)
+    return lambda x: c * residual((1 - rho) * (x + full_step_s)) ** servers
+
+
+def ttft_cdf(service: np.ndarray, weights: np.ndarray, slot_wait: tuple[float, float],
+             budget_wait: tuple[float, float], full_step_s: float, heavy=None):
+    """x → P(TTFT <= x): the points of V + S + d (``service``, ``weights``) after the slot wait (C₁, θ₁) and the
+    budget queue, which is 0, or with probability C_b (``budget_wait`` = (C_b, θ)) a full step and an exponential
+    rest of mean θ (memoryless beyond the step); ``heavy`` (:func:`heavy_tail`) caps the queue's tail."""
+    (c1, th1), (c2, th2) = slot_wait, budget_wait
+    shifted = None if heavy is None else (lambda x: heavy(x + full_step_s))
+
+    def cdf(x):
+        base = tails.wait_plus_service_cdf(x, service, c1, th1, 0.0, 0.0, heavy, weights)
+        if c2 <= 0:
+            return base
+        return (1 - c2) * base + c2 * tails.wait_plus_service_cdf(x, service + full_step_s, c1, th1, 1.0, th2,
+                                                                  shifted, weights)
+    return cdf
