@@ -147,16 +147,24 @@ def test_tpot_mean_on_the_default_operator_model(light):
     assert_allclose(light.tpot["mean"], ((1 - w) * lo + w * hi) / (1 - p.rho_interference), rtol=2e-3)
 
 
-def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
-    # one instance, fixed prompts, Poisson arrivals. A prompt's own prefill S = one mixed step; its extra over a
-    # decode step X, and π what a second prompt in the same step adds beyond its own X (the pair penalty), so a step
-    # of K prompts takes c0 + K (X + π), c0 = S − X − π. The prompts that arrive during a step share the next (gated
-    # service): μ = λ (P(decode step) t + ρ E[s²]/E[s]) others per prompt, the mixed step in progress length-biased
-    # (K − 1 ~ Poisson(μ) from a prompt's view: E[K] = k_s = μ / (1 − e^−μ), E[K(K − 1)] = k_s μ); the queue serves
-    # S_q = X + π (1 − 1/k_s) + (S − X)/k_s, fixed (cs² = 0), so the FCFS wait E[W] = ρ S_q / (2 (1 − ρ)) (M/D/1),
-    # ρ = λ S_q, stretched by (1 + 2ρ_z)/(1 + ρ_z), ρ_z = λ (X + π), for the prompts that join a step behind it;
-    # TTFT = that + S + those that join behind a decode step (λ t/2 (X + π) each) + the residual of the step in
-    # progress + the engine's prefill dispatch d (once per request, in TTFT only: not in S, X or the queue's service)
+def test_ttft_mean_follows_the_engine_for_fixed_prompts(light):
+    # one instance, fixed prompts of 1,000 tokens, Poisson arrivals at 5/s. A prompt's own prefill S = one mixed step;
+    # its extra over a decode step X, and π what a second prompt in the same step adds beyond its own X (the pair
+    # penalty), so a step of K prompts takes c0 + K z, c0 = S − X − π, z = X + π. The prompts that arrive during a step
+    # share the next (μ = λ (P(decode step) t + ρ E[s²]/E[s]) others per prompt; E[K] = k_s = μ / (1 − e^−μ)), and
+    # ρ = λ S_q, S_q = X + π (1 − 1/k_s) + (S − X)/k_s, is the share of time in mixed steps. As the engine schedules
+    # it, a prompt waits the rest of the step under way and is in the next one with the prompts that arrive meanwhile
+    # (kvplan.plans.fleet.stepwait):
+    #   an idle instance (1 − ρ) e^(−B̄): no wait;
+    #   a decode step, (1 − ρ)(1 − e^(−B̄)): the rest of it, R = t − (F mod t), F ~ Exp(1/λ) the time since the last
+    #     prompt's step ended, E[F mod t] = 1/λ − t e^(−λt)/(1 − e^(−λt));
+    #   a mixed step, ρ: half the length-biased step E[s̃] = E[s] + Var[s]/E[s], E[s] = c0 + k_s z, Var[s] = Var[K] z²
+    #     (z fixed), Var[K] = k_s (1 + μ) − k_s² (K − 1 Poisson(μ) from a prompt's view), the previous steps' spread
+    #     carried over by 1/(1 − (λz)²); a 1,000-token step is far from the budget's, so no cap;
+    # and the joiners add λ z per second of it. The budget queue: each prompt needs ω = 1,000/(8,192 − B̄) of a full
+    # step s_full, an M/D/1 of utilisation ρ_b = λω (Erlang-C P(wait) = ρ_b, θ = (1 + 0)/2 · ω/(1 − ρ_b)), and a
+    # prompt waits only beyond the step that takes the work: with probability ρ_b e^(−s_full/θ), s_full + θ on
+    # average. The slot wait is negligible here, and TTFT adds the engine's prefill dispatch d.
     p, lam = light.point, 5.0
     t, k_s, k_p = p.step_s, p.packing_step, p.packing
     z = p.rho_interference / lam                      # X + π (1 − 1/k_s): no eager dispatch here
@@ -170,11 +178,24 @@ def test_ttft_mean_is_pollaczek_khinchine_for_fixed_prompts(light):
     seen = (c0 * c0 + 2 * c0 * k_s * zz + k_s * zz * zz + k_s * (k_p - 1) * zz * zz) / (c0 + k_s * zz)
     mu = lam * (-np.expm1(-p.batch_mean) * (1 - rho) * t + rho * seen)
     assert_allclose(k_p, 1 + mu, rtol=1e-6) and assert_allclose(k_s, mu / -np.expm1(-mu), rtol=1e-6)
-    stretch = (1 + 2 * lam * zz) / (1 + lam * zz)
-    after = lam * p.busy_share * t / 2 * zz
+    decode_share = (1 - rho) * -np.expm1(-p.batch_mean)
+    rest_of_decode = t - (1 / lam - t * np.exp(-lam * t) / -np.expm1(-lam * t))
+    mean_step = c0 + k_s * zz
+    var_step = (k_s * (1 + mu) - k_s**2) * zz**2 / (1 - (lam * zz) ** 2)
+    biased = mean_step + var_step / mean_step
+    assert biased < p.full_step_s / 3
+    residual = decode_share * rest_of_decode + rho * biased / 2
+    wait = residual + lam * zz * (decode_share * rest_of_decode + rho * biased)
+    assert_allclose(p.residual_s, residual, rtol=1e-6)
+    omega = 1000 * p.full_step_s / (8192 - p.batch_mean)
+    rho_b = lam * omega
+    theta = 0.5 * omega / (1 - rho_b)
+    budget = rho_b * np.exp(-p.full_step_s / theta)
+    assert_allclose(p.prefill_wait, (budget, theta), rtol=1e-6) and 0 < budget < 1e-6
     d = light.figures.request_dispatch_s
-    assert_allclose(light.ttft["mean"], stretch * rho * s_q / (2 * (1 - rho)) + s + after + p.residual_s + d, rtol=1e-6)
-    assert p.slot_wait[0] < 1e-12 and s > x > 0 and pi > 0 and 1 < k_s < k_p
+    assert p.slot_wait[0] < 1e-12
+    assert_allclose(light.ttft["mean"], s + wait + budget * (p.full_step_s + theta) + d, rtol=1e-6)
+    assert s > x > 0 and pi > 0 and 1 < k_s < k_p
 
 
 def test_kv_batch_limits_and_demand(light):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from kvplan.plans.fleet.packing import gated_stretch, join_room, packing, pair_penalty
+from kvplan.plans.fleet.packing import join_room, packing, pair_penalty
 
 MEMORY_S, PER_TOKEN_S, OVERHEAD_S = 0.010, 20e-6, 0.003   # a roofline with one knee, at 500 tokens
 
@@ -61,11 +61,6 @@ def test_packing_grows_with_the_rate_and_the_penalty_with_it():
     for (kp1, ks1, _, x1), (kp2, ks2, _, x2) in zip(rows, rows[1:]):
         assert kp2 > kp1 and ks2 > ks1 and x2 > x1
     assert all(1 <= ks <= kp for kp, ks, _, _ in rows)
-
-
-def test_gated_stretch():
-    # a gated server's wait over FCFS's: s̃ (U + ρ_z) against s̃ (U + ρ_z (1 − U)), U uniform: (½ + ρ_z) / (½ + ρ_z/2)
-    assert gated_stretch(0.0) == 1.0 and gated_stretch(1.0) == pytest.approx(1.5)
 
 
 def test_the_fixed_point_holds_where_plain_iteration_cycles():

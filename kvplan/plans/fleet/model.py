@@ -183,8 +183,9 @@ class Point:
     work_wait: tuple[float, float] = (0.0, 0.0)  # (C, θ): the prefill work queued ahead, before a full step takes it
     full_step_s: float = 0.0       # s_full: a step with its token budget full
     budget_tokens: float = 0.0     # C_b: the prompt tokens a step takes beside the decoders
-    budget_utilization: float = 0.0  # ρ_b = λ_i·E[ISL]·s_full/C_b (kvplan.plans.fleet.stepwait)
-    wait_points: tuple = ()        # (V, weights): the wait before a prompt's own step (stepwait.wait_points)
+    budget_utilization: float = 0.0  # ρ_b = λ_i·E[ω] (kvplan.plans.fleet.stepwait)
+    wait_points: tuple = ()        # (V, weights): the wait before a prompt's own step (stepwait.wait_points) …
+    wait_mean_s: float = 0.0       # … and E[V] in closed form
     ttft: dict = field(default_factory=dict)
     tpot: dict = field(default_factory=dict)
     concurrency: float = math.nan
@@ -379,7 +380,7 @@ class FleetModel:
         point.work_wait, point.prefill_wait = (c_w, th_b), (c_b, th_b)
         if point.budget_utilization >= 1:  # the budget cannot take the prompts
             return point.failures.append("prefill_compute") or point
-        values, weights, point.residual_s = stepwait.wait_points(
+        values, weights, point.residual_s, point.wait_mean_s = stepwait.wait_points(
             t=t, rho=point.prefill_utilization, lam_i=lam_i, servers=servers, batch=occupancy, rate=join,
             c0=max(s_mean - x_mean - pi, 0.0), z1=z1, z2=z2, k_s=k, mu=k_p - 1, cap=full_step)
         point.wait_points = (values, weights)
@@ -429,7 +430,7 @@ class FleetModel:
         own = np.asarray(prefill_points, dtype=np.float64)
         service, where = np.unique(own[:, None] + values[None, :], return_inverse=True)
         weights = np.bincount(where.ravel(), weights=np.broadcast_to(shares / own.size, (own.size, shares.size)).ravel())
-        out = {"mean": c1 * th1 + c2 * (skip + th2) + float(own.mean()) + float(np.dot(values, shares))}
+        out = {"mean": c1 * th1 + c2 * (skip + th2) + float(own.mean()) + point.wait_mean_s}
         cdf = stepwait.ttft_cdf(service, weights, point.slot_wait, point.prefill_wait, skip, heavy)
         wanted = [s for s in (self.stats if stats is None else stats) if s != "mean"]
         hi = float(service.max()) + skip + 50 * max(th1 if math.isfinite(th1) else 0,

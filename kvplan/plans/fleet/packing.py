@@ -28,11 +28,8 @@ one prompt per step; a step of K prompts is charged (K − 1)·π (exact where G
 knee), so the decoders see X + π(1 − 1/k_s) per prompt. μ depends on ρ_P and ρ_P on k_s, and not monotonely (a
 larger k_s shares more of each step, which lowers ρ_P and with it J): μ is the root of h(μ) = G(μ) − μ (:func:`_solve`).
 
-The gated wait: a prompt that arrives U·s̃ before the end of the step in progress (U uniform, s̃ length-biased)
-waits U·s̃ and then its own step, which also carries the others that arrive in that U·s̃, ρ_z·U·s̃ of work
-(ρ_z = λ_i·J·ψ·E[X + π]); a FCFS server would have it wait U·s̃ + ρ_z(1 − U)·s̃ (the work of those ahead). The
-gated wait is E[U + ρ_z] / E[U + ρ_z(1 − U)] = (1 + 2ρ_z)/(1 + ρ_z) times the FCFS one on average (at most 1 + ρ_z
-in the far tail): :func:`gated_stretch`, applied to the FCFS (Allen–Cunneen) prefill wait.
+The wait this packing implies (the rest of the step under way and the joiners' work, before a prompt's own
+step) is :mod:`kvplan.plans.fleet.stepwait`'s.
 """
 
 from __future__ import annotations
@@ -151,11 +148,6 @@ def _solve(lam_i, t, s1, x1, x2, pi, busy, servers, room, xp, start):
 def _per_step(mu: float) -> float:
     """k_s = μ / (1 − e^(−μ)), 1 + μ/2 near 0."""
     return mu / -math.expm1(-mu) if mu > 1e-9 else 1 + mu / 2
-
-
-def gated_stretch(rho_z: float) -> float:
-    """(1 + 2ρ_z)/(1 + ρ_z): a gated server's mean wait over a FCFS one's (module docstring), ρ_z = λ_i·J·ψ·E[X + π]."""
-    return (1 + 2 * rho_z) / (1 + rho_z)
 
 
 def interference(moments, k: float, pen: float = 0.0) -> tuple[float, float]:

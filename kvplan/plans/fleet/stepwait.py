@@ -115,12 +115,16 @@ def joiners(span: np.ndarray, rate: float, z1: float, z2: float) -> np.ndarray:
     Poisson's conditional moments (mean rate·span·z₁/(1 − p₀), second moment (rate·span·z₂ + (rate·span·z₁)²)/(1 − p₀))."""
     m = np.asarray(span, dtype=np.float64)[..., None] * rate
     none = np.exp(-m)
-    some = np.maximum(1 - none, 1e-300)
-    mean, second = m * z1 / some, (m * z2 + (m * z1) ** 2) / some
+    some = -np.expm1(-m)
+    if z1 <= 0:
+        return np.zeros(m.shape[:-1] + (JOIN_POINTS,))
     with np.errstate(divide="ignore", invalid="ignore"):
-        sigma = np.sqrt(np.log(np.maximum(second / np.maximum(mean * mean, 1e-300), 1.0)))
-        z = normal_quantile((_JOIN_Q - none) / some)
-        values = np.exp(np.log(np.maximum(mean, 1e-300)) - sigma * sigma / 2 + sigma * z)
+        per = np.where(m > 0, some / m, 1.0)                      # (1 − e^(−m))/m, 1 as m → 0
+        mean = z1 / np.where(m > 0, per, 1.0)                     # m z₁ / (1 − e^(−m))
+        spread = np.maximum(per * z2 / (z1 * z1) + some, 1.0)     # E[J² | M >= 1] / E[J | M >= 1]²
+        sigma = np.sqrt(np.log(spread))
+        z = normal_quantile((_JOIN_Q - none) / np.maximum(some, 1e-300))
+        values = np.exp(np.log(mean) - sigma * sigma / 2 + sigma * z)
     return np.where((_JOIN_Q > none) & (m > 0), values, 0.0)
 
 
@@ -142,9 +146,10 @@ def free_points(t: float, free_s: float, rate: float, z1: float, z2: float) -> n
 
 
 def wait_points(*, t: float, rho: float, lam_i: float, servers: int, batch: float, rate: float, c0: float,
-                z1: float, z2: float, k_s: float, mu: float, cap: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """(V points, their weights, E[R]): the wait before a prompt's own step (module docstring); ``rate`` = λ_i·J·ψ,
-    the joiners' rate, ``cap`` = s_full. E[R] is the residual step alone (without the joiners' work)."""
+                z1: float, z2: float, k_s: float, mu: float, cap: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(V points, their weights, E[R], E[V]): the wait before a prompt's own step (module docstring); ``rate`` =
+    λ_i·J·ψ, the joiners' rate, ``cap`` = s_full. E[R] is the rest of the step under way alone; E[V] adds the
+    joiners' work, rate·z₁ per second of it, in closed form (the points are a discretisation)."""
     rho = min(max(rho, 0.0), 1.0)
     all_busy = rho ** servers
     idle = (1 - all_busy) * math.exp(-batch)
@@ -156,8 +161,32 @@ def wait_points(*, t: float, rho: float, lam_i: float, servers: int, batch: floa
     bins = np.diff(EDGES)
     values = np.concatenate([[0.0], free_points(t, free_s, rate, z1, z2), busy])
     weights = np.concatenate([[idle], free * bins, all_busy * bins])
-    biased = min(mean + var / mean, cap) if mean > 0 else 0.0
-    return values, weights, float(free * decode_residual(t, free_s, _UNIFORM).mean() + all_busy * biased / 2)
+    step_in_progress = capped_biased_mean(mean, var, cap)
+    residual = free * decode_residual_mean(t, free_s) + all_busy * step_in_progress / 2
+    return values, weights, float(residual), float(residual + rate * z1 * (residual + all_busy * step_in_progress / 2))
+
+
+def decode_residual_mean(t: float, free_s: float) -> float:
+    """E[R] = t − E[F mod t] = t − f̄ + t e^(−t/f̄) / (1 − e^(−t/f̄)) (t/2 as f̄ → ∞)."""
+    if not math.isfinite(free_s) or t / free_s < 1e-6:
+        return t / 2
+    return t - free_s + t / math.expm1(t / free_s)
+
+
+def capped_biased_mean(mean: float, var: float, cap: float) -> float:
+    """E[min(s̃, cap)], s̃ length-biased lognormal (E[s], Var[s]) = lognormal(m + σ², σ), m = ln E[s] − σ²/2:
+    E[s̃] Φ((ln cap − m − 2σ²)/σ) + cap (1 − Φ((ln cap − m − σ²)/σ)), E[s̃] = E[s] + Var[s]/E[s]."""
+    if mean <= 0:
+        return 0.0
+    biased = mean + var / mean
+    if not math.isfinite(cap):
+        return biased
+    sigma2 = math.log1p(var / (mean * mean))
+    if sigma2 <= 0:
+        return min(biased, cap)
+    sigma, m = math.sqrt(sigma2), math.log(mean) + sigma2 / 2  # m: the length-biased lognormal's location
+    below = float(tails.normal_cdf((math.log(cap) - m - sigma2) / sigma))
+    return biased * below + cap * (1 - float(tails.normal_cdf((math.log(cap) - m) / sigma)))
 
 
 def budget_work(isl: np.ndarray, prefill_s: np.ndarray, full_step_s: float, budget_tokens: float) -> np.ndarray:
