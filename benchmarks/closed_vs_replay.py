@@ -7,13 +7,16 @@ on one H100 per instance (TP 1, vLLM defaults), SLOs TTFT p99 <= 2 s (10 s on Mo
 12k-token prompts) and TPOT p90 <= 50 ms: the closed form's fewest instances N, then the whole
 trace replayed through those N instances. Prints one markdown row per (trace, load): TTFT and
 TPOT p50 / p90 / p99, closed form / replay, and the N the replay sizes (``kvplan plan`` with a
-trace: :mod:`kvplan.plans.fleet.replay`).
+trace: :mod:`kvplan.plans.fleet.replay`); then, per percentile, the closed form's error
+(closed − replay) / replay over the rows as median |error| / median signed error (bias) / p90 of |error|.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+
+import numpy as np
 from pathlib import Path
 
 from kvplan.plans.fleet.aggregated import Shape, parse_slo, plan_aggregated
@@ -37,6 +40,7 @@ def main() -> None:
     print("| trace | load | rate (req/s) | N closed form | TTFT p50 | TTFT p90 | TTFT p99 | TPOT p50 | TPOT p90 | "
           "TPOT p99 | N by replay |")
     print("|---|---:|---:|---:|---|---|---|---|---|---|---:|")
+    errors: dict[str, list[float]] = {}
     for name in TRACES:
         base = fleet_workload(trace=directory / name)
         for load in LOADS:
@@ -51,9 +55,15 @@ def main() -> None:
             for kind, closed in (("ttft", plan.ttft), ("tpot", plan.tpot)):
                 for s in ("p50", "p90", "p99"):
                     cells.append(f"{_ms(closed.get(s))} / {_ms(sim[f'sim_{kind}_{s}_s'])}")
+                    replayed = sim[f"sim_{kind}_{s}_s"]
+                    errors.setdefault(f"{kind.upper()} {s}", []).append((closed[s] - replayed) / replayed)
             sized = replay_until_met(plan, workload, None).instances
             print(f"| {name} | ×{load} | {workload.rate_per_s:.3g} | {plan.instances} | " + " | ".join(cells)
                   + f" | {sized if sized is not None else 'none ≤ 16N + 64'} |   <!-- {time.perf_counter() - t0:.1f} s -->")
+    print("\n| percentile | median \\|error\\| / bias / p90 of \\|error\\| |\n|---|---|")
+    for name, values in errors.items():
+        e = np.array(values)
+        print(f"| {name} | {np.median(np.abs(e)):.0%} / {np.median(e):.0%} / {np.percentile(np.abs(e), 90):.0%} |")
 
 
 if __name__ == "__main__":
