@@ -4,21 +4,22 @@ closed-form fleet model checked against it.
 Observed closed form vs simulation (8,000 requests, seed 1, Poisson arrivals, lognormal ISL 1k:4k and
 OSL 200:800 unless noted), relative error of the closed form:
 
-    llama-3.1-8b  H100 tp1  5 req/s  N=1   TTFT −0/+2/+0 %                TPOT +2/+4/+5 %
-    llama-3.1-8b  H100 tp1 15 req/s  N=1   TTFT −1/+4/−6 %                TPOT +2/+4/+2 %
-    llama-3.1-8b  H100 tp1 60 req/s  N=3   TTFT −4/−6/−11 %               TPOT +3/+10/+19 %
-    llama-3.1-8b  H100 tp1 30 req/s  N=3   (ISL 2k, OSL 256 fixed) TTFT −4/−7/−2 %  TPOT +3/+10/+18 %
-    qwen3-32b     H100 tp2  8 req/s  N=1   TTFT −1/+3/−10 %               TPOT +3/+4/+2 %
-    llama-3.1-70b H100 tp4 10 req/s  N=1   TTFT +2/−9/−16 %               TPOT +3/−2/−11 %
+    llama-3.1-8b  H100 tp1  5 req/s  N=1   TTFT −0/+0/−1 %                TPOT +2/+4/+5 %
+    llama-3.1-8b  H100 tp1 15 req/s  N=1   TTFT −1/+1/−8 %                TPOT +2/+4/+2 %
+    llama-3.1-8b  H100 tp1 60 req/s  N=3   TTFT −2/−5/−7 %                TPOT +3/+10/+19 %
+    llama-3.1-8b  H100 tp1 30 req/s  N=3   (ISL 2k, OSL 256 fixed) TTFT +0/−11/−10 %  TPOT +3/+10/+18 %
+    qwen3-32b     H100 tp2  8 req/s  N=1   TTFT −0/+3/−7 %                TPOT +3/+4/+2 %
+    llama-3.1-70b H100 tp4 10 req/s  N=1   TTFT +10/+10/−7 %              TPOT +3/−2/−11 %
 
 Every percentile within 19 %; the tests below assert 25 % on three of these. The llama-3.1-70b case (prefill
-interference ρx ≈ 0.5, the prefill queue busy 64 % of the time) was −1/−22/−33 % and −9/−18/−31 % before the
+interference ρx ≈ 0.5, the prefill busy 64 % of the time) was −1/−22/−33 % and −9/−18/−31 % before the
 fleet model counted prompt packing as the replay does it (kvplan.plans.fleet.packing): a step takes every
 prompt waiting when it starts, so at this load 2.2 prompts share a prompt's step (1.2 counted before, from the
 arrivals of one decode step); two prompts in one step cost ~9 ms more than apart (the memory-bound step takes the
-first's tokens free only once); a prompt waits also for the ones that join its step; and a decode begins with
-the prompts that arrived during its own step still queued. Its seeds 2–4 now give −14/−19, −1/−1, −5/−2 % for
-TTFT/TPOT p99 (were −32/−37, −21/−23, −24/−24 %). The two N=3 cases over-state TPOT p90/p99 by 10–19 %: the
+first's tokens free only once); and a decode begins with the prompts that arrived during its own step still
+queued. Its TTFT was +2/−9/−16 % with an Erlang-C prefill queue of whole prompts; the wait as the engine schedules
+it (kvplan.plans.fleet.stepwait: the rest of the step under way, the joiners, and whole extra steps only for the
+work the token budget cannot take) gives +10/+10/−7 %. The two N=3 cases over-state TPOT p90/p99 by 10–19 %: the
 join-shortest-queue router spreads prompts more evenly than the Poisson stream per instance the model assumes.
 Heavy-tailed prompts (lognormal ISL with p99/mean = 8) are outside that band: the simulated p99 TTFT itself
 moves by a factor of two between seeds (docs/examples/azure-conv-llama8b.md).

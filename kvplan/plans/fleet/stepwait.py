@@ -65,6 +65,15 @@ _JOIN_Q = (np.arange(JOIN_POINTS) + 0.5) / JOIN_POINTS
 _MIDS = (EDGES[:-1] + EDGES[1:]) / 2
 
 
+def _quantiles(values: np.ndarray) -> np.ndarray:
+    """``values`` (equally likely) at the probabilities :data:`_MIDS`, as ``np.quantile`` interpolates them (one sort)."""
+    ordered = np.sort(values.ravel())
+    at = _MIDS * (ordered.size - 1)
+    low = np.floor(at).astype(int)
+    high = np.minimum(low + 1, ordered.size - 1)
+    return ordered[low] + (at - low) * (ordered[high] - ordered[low])
+
+
 def free_period_s(rho: float, lam_i: float, servers: int) -> float:
     """f̄ = (1 − ρ_P) / (λ_i (1 − ρ_P^N)): the mean time an instance stays without a prompt (module docstring)."""
     if lam_i <= 0:
@@ -135,14 +144,14 @@ def busy_points(mean: float, var: float, rate: float, z1: float, z2: float, cap:
     mu_biased = math.log(max(mean, 1e-300)) + sigma2 / 2           # ln E[s] − σ²/2 + σ²: the length-biased shift
     steps = np.minimum(np.exp(mu_biased + math.sqrt(sigma2) * _STEP_Z), cap)
     values = steps[:, None, None] * _UNIFORM[None, :, None] + joiners(steps, rate, z1, z2)[:, None, :]
-    return np.quantile(values.ravel(), _MIDS)
+    return _quantiles(values)
 
 
 def free_points(t: float, free_s: float, rate: float, z1: float, z2: float) -> np.ndarray:
     """V of the free branch at the mid-probability of each of :data:`EDGES`' bins: V = R + the joiners' work over R."""
     residual = decode_residual(t, free_s, _UNIFORM)
     values = residual[:, None] + joiners(residual, rate, z1, z2)
-    return np.quantile(values.ravel(), _MIDS)
+    return _quantiles(values)
 
 
 def wait_points(*, t: float, rho: float, lam_i: float, servers: int, batch: float, rate: float, c0: float,
@@ -230,7 +239,7 @@ def ttft_cdf(service: np.ndarray, weights: np.ndarray, slot_wait: tuple[float, f
 
     def cdf(x):
         base = tails.wait_plus_service_cdf(x, service, c1, th1, 0.0, 0.0, heavy, weights)
-        if c2 <= 0:
+        if c2 <= 1e-12:  # no step overflows its budget (its share of any percentile is below 1e-12)
             return base
         return (1 - c2) * base + c2 * tails.wait_plus_service_cdf(x, service + full_step_s, c1, th1, 1.0, th2,
                                                                   shifted, weights)
