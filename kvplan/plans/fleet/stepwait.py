@@ -1,50 +1,62 @@
 """The wait before a prompt's own step, as the engine schedules it (:mod:`kvplan.plans.fleet.model`).
 
 A step carries every decoder and then the prompts waiting when it starts, up to its token budget
-(vLLM ``max_num_batched_tokens``, chunked prefill) and ``max_num_seqs``. A prompt that arrives while a step
-runs therefore waits the rest of that step and is then in the next one, with every prompt routed to its
-instance in the meantime; it waits longer only when the prompt tokens ahead of it fill the next step's
-budget. So the wait is a residual step plus the joiners' work, and a queue forms only for the part of the
-prefill demand the budget cannot take. Notation as in :mod:`kvplan.plans.fleet.packing`: λ_i the rate per
-instance, t the decode step of the batch, Z = X + π what each prompt adds to a step (E[Z] = z₁, E[Z²] = z₂),
+(vLLM ``max_num_batched_tokens``, chunked prefill) and ``max_num_seqs`` (vLLM V1 ``vllm/v1/core/sched/scheduler.py``
+``Scheduler.schedule``: the running requests first, then "Next, schedule the WAITING requests" while the token
+budget lasts and fewer than max_num_seqs run; :mod:`kvplan.sim.engine` does the same). A prompt that
+arrives while a step runs therefore waits the rest of that step and is then in the next one, with every prompt
+routed to its instance in the meantime; it waits longer only when the prompt tokens ahead of it fill the next
+step's budget. So the wait is a residual step plus the joiners' work, V, and a queue forms only for the part of
+the prefill demand the budget cannot take, W_b. Notation as in :mod:`kvplan.plans.fleet.packing`: λ_i the rate per
+instance, t the decode step of the batch B̄, Z = X + π what each prompt adds to a step (E[Z] = z₁, E[Z²] = z₂),
 ρ_P the prefill utilisation (the share of time an instance is in a step with prompt work), N the instances,
 J = ρ_P^(N − 1) the chance a later arrival is routed to a busy instance (join-shortest-queue), ψ the share of a
-joiner that fits, a = λ_i·J·ψ·z₁ the joiners' work per second of waiting.
+joiner that fits, r = λ_i·J·ψ the joiners' rate.
+
+The joiners over a wait w: J_w = Σ_{j ≤ M} Z_j, M ~ Poisson(r w): an atom at 0 (e^(−rw)) and, given M >= 1, a
+lognormal with the compound Poisson's conditional moments (mean r w z₁ / (1 − e^(−rw)), second moment
+(r w z₂ + (r w z₁)²) / (1 − e^(−rw))).
 
 An arrival finds (independent instances, each busy with probability ρ_P):
 
     an instance with no prompt (probability 1 − ρ_P^N): the router sends it there. That instance has been free
         since its last prompt's step ended, for F, and runs decode steps of length t back to back since then
         (with probability e^(−B̄) it has no decoders and starts at once: V = 0). Each free period ends with the
-        arrival that takes it: per instance λ_i (1 − ρ_P^N) of them a second share a time fraction 1 − ρ_P, so
+        arrival that takes it: λ_i (1 − ρ_P^N) of them a second per instance share its time fraction 1 − ρ_P, so
         F is taken exponential with mean  f̄ = (1 − ρ_P) / (λ_i (1 − ρ_P^N))  (exact for one instance: 1/λ_i).
         The prompt waits the rest of the decode step under way, R = t − (F mod t), whose CDF is
-            P(R <= r) = 1 − (1 − e^(−(t − r)/f̄)) / (1 − e^(−t/f̄)),   0 <= r <= t
+            P(R <= r) = 1 − (1 − e^(−(t − r)/f̄)) / (1 − e^(−t/f̄)),   0 <= r <= t,
+            E[R] = t − f̄ + t / (e^(t/f̄) − 1)
         (uniform for f̄ >> t, as for a lone instance at light load; R → t for f̄ << t, when a JSQ router hands the
-        arrival to an instance the moment its last prompt finished), and V = R (1 + a).
+        arrival to an instance the moment its last prompt finished), and V = R + J_R.
     every instance with prompt work (probability ρ_P^N): it waits the rest of the mixed step under way, U·s̃ (U
         uniform), s̃ that step length-biased, and its own step also carries the prompts routed there during the
-        step, a·s̃ of work:  V = s̃ (U + a). The mixed step s = c₀ + Σ_{j ≤ K} Z_j (c₀ the decoders' part, K >= 1
-        the zero-truncated Poisson(μ) prompts of a step, μ = k_p − 1: E[K] = k_s, E[K(K − 1)] = k_s μ) has
-            E[s] = c₀ + k_s z₁,   Var[s] = k_s (z₂ − z₁²) + Var[K] z₁²,   Var[K] = k_s (1 + μ) − k_s²,
-        and is taken lognormal with those moments (μ_s, σ_s), so s̃ is lognormal (μ_s + σ_s², σ_s); no step
-        is longer than a full one (its budget full of prompt tokens): s̃ <= s_full.
+        step: V = U·s̃ + J_s̃. The mixed step s = c₀ + Σ_{j ≤ K} Z_j (c₀ the decoders' part, K >= 1 the
+        zero-truncated Poisson(μ) prompts of a step, μ = k_p − 1: E[K] = k_s, E[K(K − 1)] = k_s μ) has
+            E[s] = c₀ + k_s z₁,   Var[s] = (k_s (z₂ − z₁²) + Var[K] z₁²) / (1 − (r z₁)²),   Var[K] = k_s (1 + μ) − k_s²
+        (the 1/(1 − (r z₁)²): a step's prompts are the arrivals during the step before, so a long step makes the
+        next one long, Var[s] = (r z₁)² Var[s] + the step's own spread at stationarity), and is taken lognormal
+        with those moments (m, σ), so s̃ is lognormal (m + σ², σ); no step is longer than a full one (its budget
+        full of prompt tokens): s̃ <= s_full, E[min(s̃, s_full)] in closed form (:func:`capped_biased_mean`).
 
-The budget queue: a step takes at most C_b = max_num_batched_tokens − B prompt tokens, and a step with its
+    E[V] = P(decode) E[R] (1 + r z₁) + ρ_P^N E[min(s̃, s_full)] (½ + r z₁).
+
+The budget queue: a step takes at most C_b = max_num_batched_tokens − B̄ prompt tokens, and a step with its
 budget full lasts s_full, so while prompts queue beyond the budget the instance serves them as a queue whose
-service is steps: a prompt needs ω = ISL · s_full / C_b of them (its own S, full steps, when ISL > C_b) (utilisation ρ_b = λ_i E[ω]; ρ_b >= 1: the
-budget cannot take the prompts, ``prefill_compute``). The work W of that queue ahead of a prompt is taken
-Allen–Cunneen over the N instances, P(W > x) = C e^(−x/θ), θ = (ca² + cs²(ISL))/2 / (N/E[ω] − λ), and its heavy
-tail C·P(ω_e > (1 − ρ_b) x)^N where long prompts make ω heavy (:meth:`FleetModel._heavy_tail`). The prompt's own
-step takes the first s_full of it beside the prompt (the joiners' and the step under way's work, in V), so it
-waits only for the rest: P(W_b > x) = P(W > s_full + x) = C e^(−s_full/θ) · e^(−x/θ) (memoryless).
+service is steps: a prompt needs ω = ISL · s_full / C_b of them, its own prefill S (full chunk steps) when
+ISL > C_b (utilisation ρ_b = λ_i E[ω]; ρ_b >= 1: the budget cannot take the prompts, ``prefill_compute``). The work
+W of that queue ahead of a prompt is taken Allen–Cunneen over the N instances, P(W > x) = C e^(−x/θ),
+θ = (ca² + cs²(ω))/2 / (N/E[ω] − λ). The prompt's own step takes the first s_full of it beside the prompt, so the
+prompt waits whole extra steps only when W > s_full, with probability C_b = C e^(−s_full/θ), and then a full step
+and, memoryless, an exponential rest of mean θ: W_b = 0, or s_full + Exp(θ) with probability C_b. Where long
+prompts make ω heavy-tailed, its tail is at least C·P(ω_e > (1 − ρ_b)(x + s_full))^N (:func:`heavy_tail`).
 
-TTFT = W_slot + W_b + V + S(ISL) + d, with V, W_b and W_slot independent.
+TTFT = W_slot + W_b + V + S(ISL) + d, with W_slot, W_b and V independent (:func:`ttft_cdf`).
 
-Assumptions: Poisson arrivals per instance for the joiners and the free periods (a trace's bursts are in W_b's
-Allen–Cunneen factor only), instances busy independently, the mean packing of :mod:`~kvplan.plans.fleet.packing`
-for K, the joiners' work at its mean given s̃, and one prompt per step of its own (a prompt longer than the budget
-is in S's several chunk steps; the work ahead of it in W_b).
+Assumptions: Poisson arrivals per instance for the joiners and the free periods (a trace's bursts enter through
+W_b's Allen–Cunneen factor only), instances busy independently, the mean packing of
+:mod:`~kvplan.plans.fleet.packing` for K, lognormal steps and joiners' work, and one step of its own for a prompt
+within the budget (a longer one is in S's several chunk steps, the work ahead of it in W_b).
 """
 
 from __future__ import annotations
