@@ -146,7 +146,11 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     per_token = (longer - step) / (dctx * np.maximum(b_grid, 1))
     grid = lengths.isl_grid
     chunk = np.maximum(chunk_tokens - b_grid, 1)[:, None]
-    _, prefill = steps.mixed_chunk(b_grid[:, None], ctx, grid[None, :], chunk)
+    # the last column: a step with its budget full (b decoders beside C − b prompt tokens), in the same pass
+    budget = chunk[:, 0].astype(np.float64)
+    _, both = steps.mixed_chunk(b_grid[:, None], ctx, np.concatenate([np.broadcast_to(grid, (b_grid.size, grid.size)),
+                                                                      budget[:, None]], axis=1), chunk)
+    prefill, full_step = both[:, :-1], both[:, -1]
     dispatch = _chunk_dispatch(steps, b_grid[:, None], grid[None, :], chunk)
     extra = np.maximum(prefill - np.ceil(grid[None, :] / chunk) * np.where(b_grid > 0, step, 0.0)[:, None]
                        - dispatch, 0.0)
@@ -155,8 +159,6 @@ def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu
     penalty = pair_penalty(*_token_cost(steps, chunk_tokens + int(b_grid[-1]) + 1, ctx), b_grid, chunk_tokens,
                            lengths.isl_points)
     points = prefill[:, lengths.points_index]
-    budget = np.maximum(chunk_tokens - b_grid, 1)
-    _, full_step = steps.mixed_chunk(b_grid, ctx, budget, budget)
     return InstanceFigures(
         pool_bytes_per_gpu=pool_bytes_per_gpu, seq_bytes_per_gpu=seq_bytes, b_grid=b_grid, step_s=step,
         extra_per_seq_s=more, per_token_s=per_token, prefill_s=points, moments=moments, prefill_grid_s=prefill,

@@ -384,7 +384,7 @@ class FleetModel:
             t=t, rho=point.prefill_utilization, lam_i=lam_i, servers=servers, batch=occupancy, rate=join,
             c0=max(s_mean - x_mean - pi, 0.0), z1=z1, z2=z2, k_s=k, mu=k_p - 1, cap=full_step)
         point.wait_points = (values, weights)
-        point.busy_share = float(weights[1:1 + stepwait.EDGES.size - 1].sum())
+        point.busy_share = (1 - min(point.prefill_utilization, 1.0) ** servers) * -math.expm1(-occupancy)
         # d, the engine's prefill dispatch once per request (kvplan.plans.sizing.dispatch), is in TTFT only: a host
         # delay before the prompt is scheduled, not in its service, its residence or the decoders' steps
         point.ttft = self.ttft_stats(point, prefill + self.f.request_dispatch_s,

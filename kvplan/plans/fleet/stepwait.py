@@ -182,6 +182,8 @@ def wait_points(*, t: float, rho: float, lam_i: float, servers: int, batch: floa
     bins = np.diff(EDGES)
     values = np.concatenate([[0.0], free_points(t, free_s, rate, z1, z2), busy])
     weights = np.concatenate([[idle], free * bins, all_busy * bins])
+    kept = weights > 1e-12  # a branch an arrival all but never meets (no idle instance, no busy fleet) adds no points
+    values, weights = values[kept], weights[kept] / weights[kept].sum()
     step_in_progress = capped_biased_mean(mean, var, cap)
     residual = free * decode_residual_mean(t, free_s) + all_busy * step_in_progress / 2
     return values, weights, float(residual), float(residual + rate * z1 * (residual + all_busy * step_in_progress / 2))
