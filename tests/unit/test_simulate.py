@@ -4,12 +4,12 @@ closed-form fleet model checked against it.
 Observed closed form vs simulation (8,000 requests, seed 1, Poisson arrivals, lognormal ISL 1k:4k and
 OSL 200:800 unless noted), relative error of the closed form:
 
-    llama-3.1-8b  H100 tp1  5 req/s  N=1   TTFT −0/+0/−1 %                TPOT +2/+4/+5 %
+    llama-3.1-8b  H100 tp1  5 req/s  N=1   TTFT −0/+0/+0 %                TPOT +3/+5/+6 %
     llama-3.1-8b  H100 tp1 15 req/s  N=1   TTFT −1/+1/−8 %                TPOT +2/+4/+2 %
-    llama-3.1-8b  H100 tp1 60 req/s  N=3   TTFT −2/−5/−7 %                TPOT +3/+10/+19 %
-    llama-3.1-8b  H100 tp1 30 req/s  N=3   (ISL 2k, OSL 256 fixed) TTFT +0/−11/−10 %  TPOT +3/+10/+18 %
-    qwen3-32b     H100 tp2  8 req/s  N=1   TTFT −0/+3/−7 %                TPOT +3/+4/+2 %
-    llama-3.1-70b H100 tp4 10 req/s  N=1   TTFT +10/+10/−7 %              TPOT +3/−2/−11 %
+    llama-3.1-8b  H100 tp1 60 req/s  N=3   TTFT −2/−5/−6 %                TPOT +3/+10/+13 %
+    llama-3.1-8b  H100 tp1 30 req/s  N=3   (ISL 2k, OSL 256 fixed) TTFT +0/−10/−8 %  TPOT +3/+10/+18 %
+    qwen3-32b     H100 tp2  8 req/s  N=1   TTFT +0/+4/−6 %                TPOT +3/+4/+1 %
+    llama-3.1-70b H100 tp4 10 req/s  N=1   TTFT +10/+8/−7 %               TPOT +3/−3/−11 %
 
 Every percentile within 19 %; the tests below assert 25 % on three of these. The llama-3.1-70b case (prefill
 interference ρx ≈ 0.5, the prefill busy 64 % of the time) was −1/−22/−33 % and −9/−18/−31 % before the
@@ -17,9 +17,9 @@ fleet model counted prompt packing as the replay does it (kvplan.plans.fleet.pac
 prompt waiting when it starts, so at this load 2.2 prompts share a prompt's step (1.2 counted before, from the
 arrivals of one decode step); two prompts in one step cost ~9 ms more than apart (the memory-bound step takes the
 first's tokens free only once); and a decode begins with the prompts that arrived during its own step still
-queued. Its TTFT was +2/−9/−16 % with an Erlang-C prefill queue of whole prompts; the wait as the engine schedules
+queued. Its TTFT was +1/−10/−16 % with an Erlang-C prefill queue of whole prompts; the wait as the engine schedules
 it (kvplan.plans.fleet.stepwait: the rest of the step under way, the joiners, and whole extra steps only for the
-work the token budget cannot take) gives +10/+10/−7 %. The two N=3 cases over-state TPOT p90/p99 by 10–19 %: the
+work the token budget cannot take) gives +10/+8/−7 %. The two N=3 cases over-state TPOT p90/p99 by 10–19 %: the
 join-shortest-queue router spreads prompts more evenly than the Poisson stream per instance the model assumes.
 Heavy-tailed prompts (lognormal ISL with p99/mean = 8) are outside that band: the simulated p99 TTFT itself
 moves by a factor of two between seeds (docs/examples/azure-conv-llama8b.md).
