@@ -238,8 +238,11 @@ class Deployment:
         machine, notes = resolve_machine(self.node_hardware, self.compute_dtype, cost.weights_dtype, cost.layers,
                                          self.engine.efficiencies, self.tp * self.parallel.dp,
                                          moe_layers=cost.moe_layers,
-                                         attention=attention_kernels(self.model, self.engine.engine)
-                                         if self.engine.perf_model == "operators" else (0.0, 0))
+                                         attention=attention_kernels(self.model, self.engine.engine,
+                                                                     weights_dtype=cost.weights_dtype,
+                                                                     kv_dtype=self.kv_dtype,
+                                                                     hardware=self.node_hardware)
+                                         if self.engine.perf_model == "operators" else ())
         return machine, tuple(notes)
 
     @property

@@ -81,8 +81,8 @@ def test_an_explicit_or_card_overhead_replaces_the_count():
     ("gpt-oss-20b", "vllm", 1, 73),
     # OPT-13B: learned positions, no RoPE: 3 × 40 + 1 = 121 on any engine
     ("opt-13b", "vllm", 1, 121),
-    # DeepSeek-V3's MLA layers are not counted: 3 × 3 + 2 × 58 + 1 = 126
-    ("deepseek-v3", "sglang", 8, 126),
+    # DeepSeek-V3 on vLLM: its MLA layers are not counted (kernels.MLA_KERNELS_SOURCE): 3 × 3 + 2 × 58 + 1 = 126
+    ("deepseek-v3", "vllm", 8, 126),
     # TensorRT-LLM's attention op holds the RoPE: the graph count alone, 2 × 94 + 1 = 189
     ("qwen3-235b-a22b", "trtllm", 8, 189),
 ])
@@ -99,3 +99,36 @@ def test_the_roofline_model_keeps_the_graph_count():
     """--perf-model roofline prices no operator from a measured table: Llama-3.1-8B on vLLM stays 3 × 32 + 1 = 97."""
     overhead, notes = _overhead("llama-3.1-8b", engine="vllm", perf_model="roofline")
     assert overhead == pytest.approx(97 * 3e-6, rel=1e-12) and "= 97 kernels" in notes
+
+
+@pytest.mark.parametrize("model, hardware, kv_dtype, kernels", [
+    # SGLang forward_absorb (forward_mla.py @c513a48), FP8 checkpoint, per MLA layer: q_a ‖ kv_a norm (1) +
+    # W_UK quantise + bmm_fp8 (2) + RoPE (1) + W_UV quantise + bmm_fp8 (2) = 6; DeepSeek-V3: 126 + 6 × 61 = 492
+    ("deepseek-v3", "h200", None, 492),
+    # B200 with a BF16 KV cache: trtllm_mla does not fuse the RoPE (_fuse_rope_for_trtllm_mla needs FP8 KV): 492
+    ("deepseek-v3", "b200", None, 492),
+    # B200 with an FP8 KV cache: the RoPE is fused into the backend's rope + quantise: 126 + 5 × 61 = 431
+    ("deepseek-v3", "b200", "fp8", 431),
+    # Kimi-K2, 61 layers (1 dense): 3 × 1 + 2 × 60 + 1 = 124, + 6 × 61 = 490
+    ("kimi-k2", "h200", None, 490),
+])
+def test_sglang_mla_layers_add_the_absorbed_paths_kernels(model, hardware, kv_dtype, kernels):
+    """SGLang runs the q_a / kv_a norms, both absorbed bmms (with their FP8 activation quantise) and, unless the
+    SM100 trtllm_mla backend fuses it with an FP8 KV cache, the RoPE outside the MLA attention call that
+    aiconfigurator's collector times (collect_mla.py lines 584-593)."""
+    kw = {"kv_dtype": kv_dtype} if kv_dtype else {}
+    overhead, notes = _overhead(model, hardware=hardware, engine="sglang", tp=8, **kw)
+    assert overhead == pytest.approx(kernels * 3e-6, rel=1e-12)
+    assert f"= {kernels} kernels" in notes and "MLA layers" in notes and "forward_mla.py @c513a48" in notes
+
+
+def test_a_bf16_mla_checkpoint_has_no_quantise_kernels():
+    """BF16 weights: torch.bmm alone for W_UK and W_UV: 1 + 1 + 1 + 1 = 4 per MLA layer."""
+    from kvplan.plans.sizing.kernels import attention_kernels
+
+    card, hw = load_model("deepseek-v3"), load_hardware("h100-sxm")
+    assert attention_kernels(card, "sglang", weights_dtype="bf16", kv_dtype="bf16", hardware=hw) == ((61.0, 4, "MLA"),)
+    assert attention_kernels(card, "sglang", weights_dtype="fp8", kv_dtype="bf16", hardware=hw) == ((61.0, 6, "MLA"),)
+    # not counted on AMD (SGLang's ROCm MLA path, forward_mla_rocm.py, was not read) nor on vLLM
+    assert attention_kernels(card, "sglang", weights_dtype="fp8", hardware=load_hardware("mi300x")) == ()
+    assert attention_kernels(card, "vllm", weights_dtype="fp8", hardware=hw) == ()

@@ -48,6 +48,29 @@ holds (``attention_kernels``), one more each per attention layer:
   one fused in-place q/k norm kernel, or q_norm and k_norm on two streams), counted once. Not counted on vLLM:
   it compiles the layer with torch.compile, and how its compiled graph groups the norm with the RoPE was not
   read here.
+- MLA decode layers on SGLang (DeepSeek-V2/V3/R1, Kimi-K2; NVIDIA GPUs): the absorbed path
+  ``DeepseekMLAForwardMixin.forward_absorb_prepare`` / ``forward_absorb_core`` (sgl-project/sglang
+  python/sglang/srt/models/deepseek_common/attention_forward_methods/forward_mla.py @c513a48) runs, between the
+  fused q_a/kv_a GEMM and q_b GEMM (kvplan's attention GEMMs) and the o_proj GEMM, these kernels outside the
+  attention call: ``q = self.q_a_layernorm(q)`` beside ``k_nope = self.kv_a_layernorm(k_nope)`` (two streams when
+  a CUDA graph is captured: counted once); the W_UK absorption, ``bmm_fp8(q_nope_val, self.w_kc, ...)`` after
+  ``per_tensor_quant_mla_fp8`` where ``w_kc`` is FP8 (or DeepGEMM's masked grouped GEMM after
+  ``per_token_group_quant_mla_deep_gemm_masked_fp8``: two kernels either way), ``torch.bmm`` alone in BF16;
+  ``q_pe, k_pe = self.rotary_emb(positions, q_pe, k_pe)`` unless ``_fuse_rope_for_trtllm_mla`` (the trtllm_mla
+  backend, SGLang's DeepSeek default on SM100 (B200, GB200), with an FP8 KV cache: the backend's fused
+  RoPE + quantise); and the W_UV absorption after the attention, again quantise + ``bmm_fp8`` (FP8) or
+  ``torch.bmm``. aiconfigurator 095f58a collector/sglang/collect_mla.py times only ``layer(q, k, v,
+  forward_batch, q_rope=..., k_rope=...)`` (lines 203-214, 584-593: q already absorbed, q_rope given), and kvplan
+  holds the bmms' weights (kv_b_proj) in the attention GEMMs' bytes at one representative shape, which prices
+  no kernel of their own. So per MLA layer: 1 (norms) + 2 × (1 bmm + 1 quantise if the weights are FP8) +
+  1 RoPE unless fused = 6 for an FP8 checkpoint with a BF16 KV cache (4 in BF16; 5 on SM100 with an FP8 KV
+  cache). aiconfigurator measures the two bmm ops themselves (its mla_bmm tables, collector/sglang/
+  collect_mla_bmm.py: quantise + bmm_fp8, or torch.bmm) and charges them in its graph (sdk/models/deepseek.py
+  ``generation_bmm_pre`` / ``generation_bmm_post``, lines 821-840): SGLang 0.5.14 on H100 at 16 heads and one
+  token, 7.3 µs FP8 and 4.0 µs BF16 for W_UK (``mla_gen_pre``), 7.6 µs and 4.5 µs for W_UV (``mla_gen_post``),
+  against the 2 × 3 µs and 3 µs charged here: the floor, not the measured time. Not counted on vLLM (its MLA
+  decode rows are aiconfigurator's vLLM 0.14.0 kernel tables, whose collector is not in 095f58a, so what they
+  time was not read) nor on AMD GPUs (SGLang's ROCm MLA path, forward_mla_rocm.py, was not read).
 """
 
 from __future__ import annotations
@@ -73,39 +96,86 @@ ATTENTION_KERNELS_SOURCE = (
     "qwen3_moe.py @008af3a: apply_qk_norm before the RoPE)")
 
 
-def attention_kernels(card, engine: str | None) -> tuple[float, int]:
-    """(attention layers charged, kernels each) for ``engine``'s model code (module docstring): RoPE on vLLM and
-    SGLang, + Qwen3's q/k norm on SGLang, per full or sliding attention layer; (0, 0) elsewhere."""
+MLA_ENGINES = ("sglang",)
+MLA_VENDORS = ("NVIDIA",)
+FUSED_ROPE_MLA_HARDWARE = ("b200", "gb200")     # SM100: SGLang's DeepSeek default MLA backend is trtllm_mla
+MLA_KERNELS_SOURCE = (
+    "SGLang MLA decode outside the measured attention call (models/deepseek_common/attention_forward_methods/"
+    "forward_mla.py @c513a48 forward_absorb_prepare / forward_absorb_core: q_a_layernorm beside kv_a_layernorm, "
+    "the W_UK and W_UV bmms (per_tensor_quant_mla_fp8 + bmm_fp8 where w_kc is FP8, torch.bmm in BF16), "
+    "rotary_emb on q_pe, k_pe unless _fuse_rope_for_trtllm_mla; aiconfigurator 095f58a collector/sglang/"
+    "collect_mla.py lines 584-593 time the attention call alone)")
+
+
+def _mla_layer_kernels(weights_dtype: str | None, kv_dtype: str | None, hardware: str | None) -> int:
+    """SGLang's kernels per MLA decode layer outside the measured ops (module docstring): the q_a / kv_a norms
+    (two streams, 1), each absorbed bmm (1, + its activation quantise where the weights are FP8) and the RoPE
+    (1, unless the SM100 trtllm_mla backend fuses it with an FP8 KV cache)."""
+    fp8 = str(weights_dtype or "").startswith("fp8")
+    fused_rope = (hardware in FUSED_ROPE_MLA_HARDWARE) and str(kv_dtype or "").startswith("fp8")
+    return 1 + 2 * (1 + (1 if fp8 else 0)) + (0 if fused_rope else 1)
+
+
+def attention_kernels(card, engine: str | None, *, weights_dtype: str | None = None, kv_dtype: str | None = None,
+                      hardware=None) -> tuple[tuple[float, int, str], ...]:
+    """The kernels ``engine``'s model code runs in its attention layers outside every measured operator (module
+    docstring), one (layers, kernels each, label) part per layer kind: RoPE on vLLM and SGLang, + Qwen3's q/k norm
+    on SGLang, per full or sliding layer; SGLang's MLA decode kernels per MLA layer on NVIDIA GPUs (they depend on
+    the resolved ``weights_dtype``, ``kv_dtype`` and the ``hardware`` card). Empty where nothing is charged."""
     from kvplan.engines import canonical_engine
 
     engine = canonical_engine(engine) if engine else None
-    if engine not in ROPE_ENGINES or card.family in NO_ROPE_FAMILIES:
-        return 0.0, 0
-    layers = float(sum(g.count for g in card.layer_groups if g.kind in ("full", "sliding")))
-    each = 1 + (1 if engine == "sglang" and card.family in QK_NORM_FAMILIES else 0)
-    return (layers, each) if layers else (0.0, 0)
+    parts = []
+    if engine in ROPE_ENGINES and card.family not in NO_ROPE_FAMILIES:
+        layers = float(sum(g.count for g in card.layer_groups if g.kind in ("full", "sliding")))
+        each = 1 + (1 if engine == "sglang" and card.family in QK_NORM_FAMILIES else 0)
+        if layers:
+            parts.append((layers, each, "attention"))
+    vendor = getattr(hardware, "vendor", None)
+    if engine in MLA_ENGINES and vendor in MLA_VENDORS:
+        mla = float(sum(g.count for g in card.layer_groups if g.kind == "mla"))
+        if mla:
+            parts.append((mla, _mla_layer_kernels(weights_dtype, kv_dtype, getattr(hardware, "name", None)), "MLA"))
+    return tuple(parts)
 
 
-def elementwise_kernels(layers: float, moe_layers: float = 0.0, attention: tuple[float, int] = (0.0, 0)) -> float:
+def _parts(attention) -> tuple:
+    """``attention`` as (layers, each, label) parts: a tuple of parts, or one (layers, each) pair."""
+    if not attention:
+        return ()
+    if isinstance(attention[0], (tuple, list)):
+        return tuple(attention)
+    return ((attention[0], attention[1], "attention"),)
+
+
+def elementwise_kernels(layers: float, moe_layers: float = 0.0, attention=()) -> float:
     """Element-wise kernels of one forward: 3 per dense-MLP layer, 2 per MoE layer, + 1, and the engine's
-    ``attention`` = (attention layers, kernels each) (module docstring)."""
+    ``attention`` kernels, Σ layers × kernels each over its parts (:func:`attention_kernels`)."""
     dense = float(layers) - float(moe_layers)
     return (DENSE_LAYER_KERNELS * dense + MOE_LAYER_KERNELS * float(moe_layers) + FORWARD_KERNELS
-            + attention[0] * attention[1])
+            + sum(float(p[0]) * p[1] for p in _parts(attention)))
 
 
-def kernels_note(layers: float, moe_layers: float, attention: tuple[float, int] = (0.0, 0)) -> str:
-    """The count in words: ``3 × 3 dense + 2 × 58 MoE layers + 1 = 126 kernels``."""
+def attention_sources(attention) -> str:
+    """The sources of the ``attention`` parts charged (empty where none)."""
+    labels = {p[2] for p in _parts(attention) if p[0] and p[1]}
+    return "; ".join(src for label, src in (("attention", ATTENTION_KERNELS_SOURCE), ("MLA", MLA_KERNELS_SOURCE))
+                     if label in labels)
+
+
+def kernels_note(layers: float, moe_layers: float, attention=()) -> str:
+    """The count in words: ``3 × 3 dense + 2 × 58 MoE layers + 1 + 6 × 61 MLA layers = 492 kernels``."""
     dense = float(layers) - float(moe_layers)
     parts = []
     if dense:
         parts.append(f"{DENSE_LAYER_KERNELS} × {dense:g} dense")
     if moe_layers:
         parts.append(f"{MOE_LAYER_KERNELS} × {float(moe_layers):g} MoE")
-    extra = f" + {attention[1]} × {attention[0]:g} attention layers" if attention[0] and attention[1] else ""
+    extra = "".join(f" + {p[1]} × {float(p[0]):g} {p[2]} layers" for p in _parts(attention) if p[0] and p[1])
     total = elementwise_kernels(layers, moe_layers, attention)
     return f"{' + '.join(parts)} layers + {FORWARD_KERNELS}{extra} = {total:g} kernels"
 
 
 __all__ = ["ELEMENTWISE_LATENCY_S", "DENSE_LAYER_KERNELS", "MOE_LAYER_KERNELS", "FORWARD_KERNELS", "KERNELS_SOURCE",
-           "ATTENTION_KERNELS_SOURCE", "attention_kernels", "elementwise_kernels", "kernels_note"]
+           "ATTENTION_KERNELS_SOURCE", "MLA_KERNELS_SOURCE", "attention_kernels", "attention_sources",
+           "elementwise_kernels", "kernels_note"]

@@ -47,8 +47,8 @@ from kvplan.plans.sizing.perfmodel import (DEFAULT_IMBALANCE, DEFAULT_IMBALANCE_
                                     max_batch, operator_model, resolve_dp_imbalance)
 from kvplan.plans.sizing.latency_ops import (band_columns, draft_pass, explain_operators, explain_roofline, load_tables,
                                             memory_notes)
-from kvplan.plans.sizing.kernels import (ATTENTION_KERNELS_SOURCE, ELEMENTWISE_LATENCY_S, KERNELS_SOURCE,
-                                         attention_kernels, elementwise_kernels, kernels_note)
+from kvplan.plans.sizing.kernels import (ELEMENTWISE_LATENCY_S, KERNELS_SOURCE, attention_kernels, attention_sources,
+                                         elementwise_kernels, kernels_note)
 from kvplan.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def peak_flops(hw: HardwareCard, compute_dtype: str, weights_dtype: str) -> floa
 
 def resolve_machine(
     hw: HardwareCard, compute_dtype: str, weights_dtype: str, layers: float, eff: Efficiencies,
-    max_gpus: int, moe_layers: float = 0.0, attention: tuple[float, int] = (0.0, 0),
+    max_gpus: int, moe_layers: float = 0.0, attention: tuple = (),
 ) -> tuple[Machine, list[str]]:
     """Card figures + efficiencies (argument > card > kvplan default) for one compute dtype.
 
@@ -129,7 +129,7 @@ def resolve_machine(
     overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
     if overhead is None:
         overhead = DEFAULT_OP_LATENCY_S * elementwise_kernels(layers, moe_layers, attention)
-        extra = f"; {ATTENTION_KERNELS_SOURCE}" if attention[0] and attention[1] else ""
+        extra = f"; {attention_sources(attention)}" if attention_sources(attention) else ""
         notes.append(f"step overhead = {format_seconds(overhead)} per forward pass: kvplan default "
                      f"3 µs × ({kernels_note(layers, moe_layers, attention)}), {hw.name} has no "
                      f"efficiency.step_overhead_s ({DEFAULT_OVERHEAD_SOURCE}{extra})")
@@ -285,7 +285,9 @@ def latency(
         attn_dp = dp
     machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp,
                                      moe_layers=cost.moe_layers,
-                                     attention=attention_kernels(card, engine) if perf_model == "operators" else (0.0, 0))
+                                     attention=attention_kernels(card, engine, weights_dtype=cost.weights_dtype,
+                                                                 kv_dtype=first.kv_dtype, hardware=hw)
+                                     if perf_model == "operators" else ())
     check_enforce_eager(efficiencies.enforce_eager, engine, perf_model)
     if perf_model == "operators":
         perf = engine_perf(engine)
