@@ -75,8 +75,9 @@ def test_an_explicit_or_card_overhead_replaces_the_count():
     ("llama-3.1-8b", "vllm", 1, 129), ("llama-3.1-8b", "sglang", 1, 129),
     # Qwen3-235B-A22B, 94 MoE layers: 2 × 94 + 1 = 189; vLLM + RoPE 94 = 283; SGLang + (q/k norm, RoPE) × 94 = 377
     ("qwen3-235b-a22b", "vllm", 8, 283), ("qwen3-235b-a22b", "sglang", 8, 377),
-    # Qwen3-Next-80B-A3B: 2 × 48 + 1 = 97, + 2 × its 12 full-attention layers (the 36 linear ones have no RoPE) = 121
-    ("qwen3-next-80b-a3b", "sglang", 8, 121),
+    # Qwen3-Next-80B-A3B: 2 × 48 + 1 = 97, + (q/k norm, RoPE, output gate sigmoid and multiply) × 12 full-attention
+    # layers + (split_reshape_cat, conv1d update, gating + recurrence, gated RMSNorm) × its 36 linear ones = 289
+    ("qwen3-next-80b-a3b", "sglang", 8, 289),
     # gpt-oss-20b: 2 × 24 + 1 = 49, + RoPE in its 12 sliding and 12 full layers = 73
     ("gpt-oss-20b", "vllm", 1, 73),
     # OPT-13B: learned positions, no RoPE: 3 × 40 + 1 = 121 on any engine
@@ -132,3 +133,18 @@ def test_a_bf16_mla_checkpoint_has_no_quantise_kernels():
     # not counted on AMD (SGLang's ROCm MLA path, forward_mla_rocm.py, was not read) nor on vLLM
     assert attention_kernels(card, "sglang", weights_dtype="fp8", hardware=load_hardware("mi300x")) == ()
     assert attention_kernels(card, "vllm", weights_dtype="fp8", hardware=hw) == ()
+
+
+def test_sglang_gated_deltanet_layers_add_their_decode_kernels():
+    """Qwen3-Next on SGLang: 4 kernels per Gated DeltaNet layer (qwen3_next.py @0201bc8, gdn_backend.py @a53109f)
+    and 2 + 2 per full-attention layer (q/k norm, RoPE; the output gate's sigmoid and multiply); vLLM keeps the
+    RoPE alone (its Qwen3-Next was not read)."""
+    from kvplan.plans.sizing.kernels import attention_kernels
+
+    card = load_model("qwen3-next-80b-a3b")
+    assert attention_kernels(card, "sglang", hardware=load_hardware("b200")) == (
+        (12.0, 4, "attention"), (36.0, 4, "linear-attention"))
+    assert attention_kernels(card, "vllm", hardware=load_hardware("b200")) == ((12.0, 1, "attention"),)
+    overhead, notes = _overhead("qwen3-next-80b-a3b", hardware="b200", engine="sglang", tp=8)
+    assert overhead == pytest.approx(289 * 3e-6, rel=1e-12)
+    assert "4 × 36 linear-attention layers" in notes and "gdn_backend.py @a53109f" in notes

@@ -71,6 +71,23 @@ holds (``attention_kernels``), one more each per attention layer:
   against the 2 × 3 µs and 3 µs charged here: the floor, not the measured time. Not counted on vLLM (its MLA
   decode rows are aiconfigurator's vLLM 0.14.0 kernel tables, whose collector is not in 095f58a, so what they
   time was not read) nor on AMD GPUs (SGLang's ROCm MLA path, forward_mla_rocm.py, was not read).
+- Gated DeltaNet (linear-attention) decode layers on SGLang (Qwen3-Next, family qwen3-next): between the
+  in_proj_qkvz / in_proj_ba GEMMs and the out_proj GEMM (kvplan's attention GEMMs), ``Qwen3GatedDeltaNet.forward``
+  (sgl-project/sglang python/sglang/srt/models/qwen3_next.py @0201bc8) runs ``fused_qkvzba_split_reshape_cat``
+  (a Triton kernel, under a CUDA graph where num_v_heads / num_k_heads is 1, 2 or 4: Qwen3-Next's 32 / 16),
+  the backend's decode and ``core_attn_out = self.norm(core_attn_out, z)`` (RMSNormGated, one kernel);
+  ``GDNAttnBackend.forward_decode`` (python/sglang/srt/layers/attention/linear/gdn_backend.py @a53109f) runs
+  ``causal_conv1d_update`` and one fused gating + recurrent-update kernel (``TritonGDNKernel.decode``:
+  ``fused_sigmoid_gating_delta_rule_update``, or the packed decode "fuse QKV extraction + gating + recurrent
+  update into a single Triton kernel"). aiconfigurator measures the latter two (collector/sglang/collect_gdn.py
+  at 095f58a: ``causal_conv1d_update``, ``fused_recurrent_gated_delta_rule_packed_decode``) and charges them as
+  GDN ops of their own (sdk/models/qwen35.py ``generation_gdn_conv1d``, ``generation_gdn_recurrence``); kvplan
+  ships no GDN table, prices the layers' recurrent state as bytes read in the attention operator, and so no
+  kernel of theirs: 4 per linear-attention layer. Qwen3-Next's full-attention layers also apply their output
+  gate after the attention call (``Qwen3HybridAttentionDecoderLayer.self_attention``: ``gate =
+  torch.sigmoid(gate)``, ``attn_output = attn_output * gate``): 2 more per full-attention layer. Not counted:
+  the recurrent kernel's write of the state back in place (bytes, not a kernel), the shared-expert gate of
+  Qwen3-Next's MoE block, vLLM's Qwen3-Next (not read).
 """
 
 from __future__ import annotations
@@ -107,6 +124,20 @@ MLA_KERNELS_SOURCE = (
     "collect_mla.py lines 584-593 time the attention call alone)")
 
 
+LINEAR_ENGINES = ("sglang",)
+GDN_FAMILIES = ("qwen3-next",)
+GDN_LAYER_KERNELS = 4          # split_reshape_cat, causal_conv1d_update, gating + recurrent update, RMSNormGated
+OUTPUT_GATE_FAMILIES = ("qwen3-next",)
+OUTPUT_GATE_KERNELS = 2        # torch.sigmoid(gate), attn_output * gate
+GDN_KERNELS_SOURCE = (
+    "SGLang Gated DeltaNet decode outside any measured op (models/qwen3_next.py @0201bc8 Qwen3GatedDeltaNet.forward: "
+    "fused_qkvzba_split_reshape_cat, self.norm(core_attn_out, z); layers/attention/linear/gdn_backend.py @a53109f "
+    "GDNAttnBackend.forward_decode: causal_conv1d_update, the fused gating + recurrent update; aiconfigurator "
+    "095f58a times the last two in collector/sglang/collect_gdn.py, a table kvplan does not ship) and Qwen3-Next's "
+    "attention output gate (Qwen3HybridAttentionDecoderLayer.self_attention: torch.sigmoid(gate), "
+    "attn_output * gate)")
+
+
 def _mla_layer_kernels(weights_dtype: str | None, kv_dtype: str | None, hardware: str | None) -> int:
     """SGLang's kernels per MLA decode layer outside the measured ops (module docstring): the q_a / kv_a norms
     (two streams, 1), each absorbed bmm (1, + its activation quantise where the weights are FP8) and the RoPE
@@ -120,8 +151,9 @@ def attention_kernels(card, engine: str | None, *, weights_dtype: str | None = N
                       hardware=None) -> tuple[tuple[float, int, str], ...]:
     """The kernels ``engine``'s model code runs in its attention layers outside every measured operator (module
     docstring), one (layers, kernels each, label) part per layer kind: RoPE on vLLM and SGLang, + Qwen3's q/k norm
-    on SGLang, per full or sliding layer; SGLang's MLA decode kernels per MLA layer on NVIDIA GPUs (they depend on
-    the resolved ``weights_dtype``, ``kv_dtype`` and the ``hardware`` card). Empty where nothing is charged."""
+    on SGLang (+ Qwen3-Next's output gate), per full or sliding layer; SGLang's MLA decode kernels per MLA layer on
+    NVIDIA GPUs (they depend on the resolved ``weights_dtype``, ``kv_dtype`` and the ``hardware`` card); SGLang's
+    Gated DeltaNet decode kernels per linear-attention layer. Empty where nothing is charged."""
     from kvplan.engines import canonical_engine
 
     engine = canonical_engine(engine) if engine else None
@@ -129,6 +161,7 @@ def attention_kernels(card, engine: str | None, *, weights_dtype: str | None = N
     if engine in ROPE_ENGINES and card.family not in NO_ROPE_FAMILIES:
         layers = float(sum(g.count for g in card.layer_groups if g.kind in ("full", "sliding")))
         each = 1 + (1 if engine == "sglang" and card.family in QK_NORM_FAMILIES else 0)
+        each += OUTPUT_GATE_KERNELS if engine in LINEAR_ENGINES and card.family in OUTPUT_GATE_FAMILIES else 0
         if layers:
             parts.append((layers, each, "attention"))
     vendor = getattr(hardware, "vendor", None)
@@ -136,6 +169,10 @@ def attention_kernels(card, engine: str | None, *, weights_dtype: str | None = N
         mla = float(sum(g.count for g in card.layer_groups if g.kind == "mla"))
         if mla:
             parts.append((mla, _mla_layer_kernels(weights_dtype, kv_dtype, getattr(hardware, "name", None)), "MLA"))
+    if engine in LINEAR_ENGINES and card.family in GDN_FAMILIES:
+        linear = float(sum(g.count for g in card.layer_groups if g.kind == "linear"))
+        if linear:
+            parts.append((linear, GDN_LAYER_KERNELS, "linear-attention"))
     return tuple(parts)
 
 
@@ -159,8 +196,9 @@ def elementwise_kernels(layers: float, moe_layers: float = 0.0, attention=()) ->
 def attention_sources(attention) -> str:
     """The sources of the ``attention`` parts charged (empty where none)."""
     labels = {p[2] for p in _parts(attention) if p[0] and p[1]}
-    return "; ".join(src for label, src in (("attention", ATTENTION_KERNELS_SOURCE), ("MLA", MLA_KERNELS_SOURCE))
-                     if label in labels)
+    sources = (("attention", ATTENTION_KERNELS_SOURCE), ("MLA", MLA_KERNELS_SOURCE),
+               ("linear-attention", GDN_KERNELS_SOURCE))
+    return "; ".join(src for label, src in sources if label in labels)
 
 
 def kernels_note(layers: float, moe_layers: float, attention=()) -> str:
@@ -177,5 +215,5 @@ def kernels_note(layers: float, moe_layers: float, attention=()) -> str:
 
 
 __all__ = ["ELEMENTWISE_LATENCY_S", "DENSE_LAYER_KERNELS", "MOE_LAYER_KERNELS", "FORWARD_KERNELS", "KERNELS_SOURCE",
-           "ATTENTION_KERNELS_SOURCE", "MLA_KERNELS_SOURCE", "attention_kernels", "attention_sources",
-           "elementwise_kernels", "kernels_note"]
+           "ATTENTION_KERNELS_SOURCE", "MLA_KERNELS_SOURCE", "GDN_KERNELS_SOURCE", "attention_kernels",
+           "attention_sources", "elementwise_kernels", "kernels_note"]

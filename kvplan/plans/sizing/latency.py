@@ -107,7 +107,7 @@ def resolve_machine(
     """Card figures + efficiencies (argument > card > kvplan default) for one compute dtype.
 
     The default step overhead counts ``layers`` of which ``moe_layers`` are MoE layers, and the engine's
-    ``attention`` kernels (attention layers, kernels each: :func:`.kernels.attention_kernels`).
+    ``attention`` kernels ((layers, kernels each, label) per layer kind: :func:`.kernels.attention_kernels`).
     """
     check_efficiencies(eff)
     notes: list[str] = []
