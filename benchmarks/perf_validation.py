@@ -317,7 +317,8 @@ def render(results) -> tuple[str, dict]:
               "layer (MOE and DEEPSEEK, `moe.py`, `deepseek.py`: the two add_norms; the experts' activation is inside the "
               "fused MoE op, DeepSeek's shared-expert act_gate on the overlapped stream), + 1 embedding; before, 3 per "
               "layer for every model. Qwen3's q/k norm is charged only in aiconfigurator's prefill attention, not in "
-              "decode, so no dense row moves. Median |error| / bias / p90, before → after (nothing tuned): scoring MoE "
+              "its decode graphs, so no dense row moved then (SGLang's decode runs it outside the measured op: the "
+              "attention layers' own kernels, below). Median |error| / bias / p90, before → after (nothing tuned): scoring MoE "
               "23 % / −21 % / 60 % → 25 % / −23 % / 62 %, prefill 25 % / −3 % / 69 % → 25 % / −3 % / 70 %; fitting MoE "
               "11 % / −5 % / 35 % → 11 % / −5 % / 36 %, prefill 35 % / +17 % / 68 % → 35 % / +16 % / 68 %; the dense "
               "groups do not move (the GPUStack Qwen3-8B H100 batch-1 TPOT stays −13 %).",
