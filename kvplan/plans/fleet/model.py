@@ -206,6 +206,7 @@ class FleetModel:
         self.stats = tuple(dict.fromkeys([*STATS, *(slo.stat for slo in slos.values())]))
         # S is increasing in ISL: the sorted sample, thinned to equally likely points, gives the residual's tail
         self._tail_isl = lengths.tail_isl
+        self._batch_tpot: dict[tuple[float, int], int] = {}  # batch_for_tpot per (λ_i, servers): the search asks twice
 
     # ----------------------------------------------------------------- TPOT
     def tpot_stats(self, batch_seen: float, others: float, lam_i: float, interference_batch: float,
@@ -270,6 +271,13 @@ class FleetModel:
 
     def batch_for_tpot(self, lam_i: float, servers: int = 1) -> int:
         """Largest batch (<= the KV / max_num_seqs cap) whose TPOT statistic meets the SLO; 0 if none."""
+        key = (lam_i, servers)
+        if key not in self._batch_tpot:
+            self._batch_tpot[key] = self._largest_batch(lam_i, servers)
+        return self._batch_tpot[key]
+
+    def _largest_batch(self, lam_i: float, servers: int) -> int:
+        """:meth:`batch_for_tpot` by bisection on the batch."""
         cap = self.f.batch_cap
         slo = self.slos.get("tpot")
         if slo is None or cap < 1:
@@ -289,8 +297,10 @@ class FleetModel:
         return lo
 
     # ----------------------------------------------------------------- the fleet at N
-    def evaluate(self, instances: int, full: bool = True) -> Point:
-        """The fleet at N instances; ``full=False`` computes only the SLOs' statistics (for the search)."""
+    def evaluate(self, instances: int, full: bool = True, stats: tuple[str, ...] | None = None) -> Point:
+        """The fleet at N instances; ``full=False`` computes only the SLOs' statistics (for the search), ``stats``
+        these statistics (and "mean") of TTFT and TPOT instead of :data:`STATS` and the SLOs'."""
+        stats = stats if stats is not None else (None if full else ("mean",))
         lam, servers = self.rate, instances * self.dp
         lam_i = lam / servers
         point = Point(instances=instances, rate_per_s=lam)
@@ -354,7 +364,7 @@ class FleetModel:
         v2 = arrivals * z2 + (join * z1) ** 2 * max(s_second - s_mean**2, 0.0) + v1 * v1
         point.backlog_s = v1
         point.tpot, rho_x = self.tpot_stats(seen, occupancy, lam_i, occupancy, gain=point.gain,
-                                            stats=None if full else ("mean",), judge=True, servers=servers,
+                                            stats=stats, judge=True, servers=servers,
                                             backlog=(v1, v2))
         # E[n·TPOT] / E[n]: the decode time per step a request holds its slot (the request mean weights every request)
         m = (self.f.at(seen)[0] / (1 - rho_x) + v1 / ((1 - rho_x) * n_mean)) if n_mean > 0 else 0.0
@@ -390,7 +400,7 @@ class FleetModel:
         point.ttft = self.ttft_stats(point, prefill + self.f.request_dispatch_s,
                                      stepwait.heavy_tail(omega, point.work_wait[0], point.budget_utilization,
                                                          servers, full_step),
-                                     stats=None if full else ("mean",), judge=True)
+                                     stats=stats, judge=True)
         point.running = lam * point.residence_s
         point.concurrency = lam * (point.ttft["mean"] + n_mean * m)
         self._judge(point)
@@ -466,7 +476,8 @@ class FleetModel:
         """Fewest instances whose point meets every constraint, and the point at one fewer (None at 1).
 
         Doubling then bisection on N, judging each N by the SLOs' own statistics only; the answer
-        and the point below it are then evaluated in full.
+        and the point below it are then evaluated, the answer in full, the point below at the mean and the SLOs'
+        statistics (all that :mod:`kvplan.plans.fleet.binding` reads of it).
         """
         hi = 1
         if self.evaluate(1, full=False).ok:
@@ -480,7 +491,8 @@ class FleetModel:
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if self.evaluate(mid, full=False).ok else (mid, hi)
-        return self.evaluate(hi), self.evaluate(lo)
+        judged = tuple(dict.fromkeys(["mean", *(slo.stat for slo in self.slos.values())]))
+        return self.evaluate(hi), self.evaluate(lo, stats=judged)
 
 
 def _meets(slo: Slo, mean: float, cdf) -> bool:
