@@ -108,8 +108,9 @@ class ModelCost:
         tpa = np.asarray(tp)
         if tpa.ndim == 0:
             return self.layout(int(tpa)).bytes_per_token_per_gpu * self.kv_scale
-        values = {int(t): self.layout(int(t)).bytes_per_token_per_gpu for t in np.unique(tpa)}
-        return np.vectorize(lambda t: values[int(t)], otypes=[float])(tpa) * self.kv_scale
+        keys, where = np.unique(tpa, return_inverse=True)  # a handful of tp values, looked up once each
+        values = np.array([self.layout(int(t)).bytes_per_token_per_gpu for t in keys], dtype=float)
+        return values[where].reshape(tpa.shape) * self.kv_scale
 
     def decode_attention_flops(self, position):
         """Attention FLOPs of one query token at ``position`` (it attends min(position, window) keys)."""
