@@ -182,6 +182,71 @@ def invert_cdf(cdf, quantiles, lo: float, hi: float, iterations: int = 80, round
     return np.where(top >= q - 1e-12, out, np.inf)
 
 
+
+STAIRCASE_MARGIN = 1e-9  # a value this far from q decides a comparison (far above the CDF's floating-point noise)
+STAIRCASE_ROUNDS = 6     # rounds of probes at the staircase's jumps before the bisection
+
+
+def invert_staircase(cdf, quantiles, lo: float, hi: float, points, masses, iterations: int = 80,
+                     rounds: int = STAIRCASE_ROUNDS, margin: float = STAIRCASE_MARGIN):
+    """:func:`invert_cdf`'s plain bisection (``rounds`` = 0), its answer, for a CDF that jumps at ``points`` and lies
+    below their staircase, ``cdf(t) <= Σ_{points_j <= t} masses_j`` (a mixture of waits after equally likely service
+    times: each point's share is 0 before it, at most its mass after).
+
+    The bisection skips an evaluation where a known value decides it: t at or above a point where cdf >= q + margin
+    passes, t at or below one where cdf < q − margin (or the staircase is) fails, a monotone CDF's ordering with a
+    margin far above its rounding noise, so every comparison is the plain bisection's own. The known values come from
+    ``rounds`` of probes, each one call of ``cdf``: per q a jump and the float below it, the jump first where the
+    staircase reaches q, then where it reaches q plus the deficit (staircase − cdf) last seen, until q falls between a
+    jump and the float below it. Where the root lies between jumps the bisection evaluates as usual inside them.
+    """
+    q = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+    log = lo > 0
+    a = np.full(q.shape, math.log(lo) if log else lo)
+    b = np.full(q.shape, math.log(hi) if log else hi)
+    t_hi = np.exp(b) if log else b
+    top = cdf(t_hi)
+    order = np.argsort(points, kind="stable")
+    points = np.asarray(points, dtype=np.float64)[order]
+    stairs = np.cumsum(np.asarray(masses, dtype=np.float64)[order])
+    below = np.full(q.shape, -np.inf)   # t <= below: cdf(t) < q
+    above = np.where(top >= q + margin, t_hi, np.inf)  # t >= above: cdf(t) >= q
+    first = np.searchsorted(stairs, q - margin, side="left")  # the staircase is below q − margin before this jump
+    below = np.where(first < points.size, np.nextafter(points[np.minimum(first, points.size - 1)], -np.inf), np.inf)
+    guess = np.searchsorted(stairs, q, side="left")
+    for _ in range(rounds):
+        valid = (guess >= 0) & (guess < points.size)
+        at = points[np.clip(guess, 0, points.size - 1)]
+        live = valid & (at > below) & (at < above) & (np.nextafter(below, np.inf) < above)
+        if not live.any():
+            break
+        rows = np.flatnonzero(live)
+        at, g, qr = at[rows], guess[rows], q[rows]
+        before = np.nextafter(at, -np.inf)
+        values = np.asarray(cdf(np.concatenate([before, at])), dtype=np.float64)
+        f_before, f_at = values[:rows.size], values[rows.size:]
+        below[rows] = np.maximum(below[rows], np.where(f_at < qr - margin, at,
+                                                       np.where(f_before < qr - margin, before, -np.inf)))
+        above[rows] = np.minimum(above[rows], np.where(f_before >= qr + margin, before,
+                                                       np.where(f_at >= qr + margin, at, np.inf)))
+        # the next jump to try: where the staircase less the deficit (staircase − cdf) last seen reaches q
+        higher = np.maximum(np.searchsorted(stairs, qr + np.maximum(stairs[g] - f_at, 0.0), side="left"), g + 1)
+        lower = np.minimum(np.searchsorted(stairs, qr + np.maximum(stairs[np.maximum(g - 1, 0)] - f_before, 0.0),
+                                           side="left"), g - 1)
+        done = ((f_before < qr) & (f_at >= qr)) | (np.abs(f_at - qr) < margin) | (np.abs(f_before - qr) < margin)
+        guess[rows] = np.where(done, -1, np.where(f_at < qr, higher, lower))
+    for _ in range(iterations):
+        mid = (a + b) / 2
+        at = np.exp(mid) if log else mid
+        ok = at >= above
+        need = ~ok & (at > below)
+        if need.any():
+            ok[need] = cdf(np.exp(mid[need]) if log else mid[need]) >= q[need]
+        b = np.where(ok, mid, b)
+        a = np.where(ok, a, mid)
+    out = np.exp(b) if log else b
+    return np.where(top >= q - 1e-12, out, np.inf)
+
 BRACKET_GRID = 8                                         # uniform candidates per round: the bracket shrinks >= 9×
 BRACKET_CLUSTER = (0.1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8)  # ± offsets (× the bracket) around the interpolated root
 BRACKET_JUMPS = 8                                        # jump points per round, the nearest the root estimate

@@ -451,9 +451,13 @@ class FleetModel:
         if slo is not None:
             out["meets"] = bool(_meets(slo, out["mean"], cdf))
         if wanted:
-            qs = tails.invert_cdf(cdf, [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9), hi,
-                                  iterations=28, jumps=np.concatenate([service, service + skip]) if c2 > 0 else service,
-                                  rounds=BRACKET_ROUNDS if service.size <= BRACKET_MAX_POINTS else 0)
+            quantiles, lo = [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9)
+            if service.size <= BRACKET_MAX_POINTS:
+                qs = tails.invert_cdf(cdf, quantiles, lo, hi, iterations=28, rounds=BRACKET_ROUNDS,
+                                      jumps=np.concatenate([service, service + skip]) if c2 > 0 else service)
+            else:  # the plain bisection's answer, its comparisons decided by probes at the jumps where they can be
+                qs = tails.invert_staircase(cdf, quantiles, lo, hi, *stepwait.ttft_staircase(
+                    service, weights, point.prefill_wait, skip), iterations=28)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
 

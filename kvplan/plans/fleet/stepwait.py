@@ -265,6 +265,18 @@ def ttft_cdf(service: np.ndarray, weights: np.ndarray, slot_wait: tuple[float, f
     return cdf
 
 
+
+def ttft_staircase(service: np.ndarray, weights: np.ndarray, budget_wait: tuple[float, float],
+                   full_step_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """(points, masses) of the staircase above :func:`ttft_cdf` (:func:`kvplan.calc.tails.invert_staircase`): each
+    service point's weight from that point on (its branch is 0 before, at most 1 after), × (1 − C_b) and at the
+    point + s_full × C_b where the budget queue's branch is taken."""
+    c2 = budget_wait[0]
+    service = np.asarray(service, dtype=np.float64)
+    if c2 <= 1e-12:
+        return service, np.asarray(weights, dtype=np.float64)
+    return np.concatenate([service, service + full_step_s]), np.concatenate([(1 - c2) * weights, c2 * weights])
+
 def _average(values: np.ndarray, weights) -> np.ndarray:
     """The mean over the last axis, or the ``weights``-weighted one (as :mod:`kvplan.calc.tails` averages)."""
     return values.mean(axis=-1) if weights is None else (values * weights).sum(axis=-1)
