@@ -105,9 +105,21 @@ class InstanceFigures:
     def step_and_moments(self, b) -> tuple[np.ndarray, np.ndarray]:
         """(t, sample moments) at each batch of the array ``b``, interpolated as :meth:`at` does."""
         b = np.asarray(b, dtype=np.float64)
-        moments = np.stack([np.interp(b, self.b_grid, col) for col in np.asarray(self.moments).T], axis=-1)
-        return np.interp(b, self.b_grid, self.step_s), moments
+        return np.interp(b, self.b_grid, self.step_s), _interp_columns(b, self.b_grid, np.asarray(self.moments))
 
+
+def _interp_columns(x: np.ndarray, grid: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``np.interp(x, grid, column)`` for every column of ``table`` at once (last axis), value for value: numpy's
+    slope·(x − grid[j]) + table[j] between grid points, table[j] at a grid point, the end rows beyond the ends."""
+    j = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+    left = grid[j]
+    slope = (table[1:] - table[:-1]) / (grid[1:] - grid[:-1])[:, None]
+    out = slope[j] * (x - left)[..., None] + table[j]
+    out = np.where((x == left)[..., None], table[j], out)
+    out = np.where((x >= grid[-1])[..., None], table[-1], np.where((x < grid[0])[..., None], table[0], out))
+    if not np.all(np.isfinite(out)):  # numpy retries a non-finite value from the right end: take its own
+        return np.stack([np.interp(x, grid, col) for col in table.T], axis=-1)
+    return out
 
 def instance_figures(cost, machine, tp: int, lengths, layout, pool_bytes_per_gpu: float,
                      max_num_seqs: int, chunk_tokens: int, dp: int = 1,
