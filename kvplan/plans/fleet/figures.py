@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -105,15 +106,37 @@ class InstanceFigures:
     def step_and_moments(self, b) -> tuple[np.ndarray, np.ndarray]:
         """(t, sample moments) at each batch of the array ``b``, interpolated as :meth:`at` does."""
         b = np.asarray(b, dtype=np.float64)
-        return np.interp(b, self.b_grid, self.step_s), _interp_columns(b, self.b_grid, np.asarray(self.moments))
+        step = np.interp(b, self.b_grid, self.step_s)
+        if b.shape == (1,):  # one batch (the occupancy iteration): its grid interval in floats
+            return step, self._moments_at(float(b[0]))[None, :]
+        return step, _interp_columns(b, self.b_grid, np.asarray(self.moments), self._moment_slopes)
+
+    @cached_property
+    def _moment_slopes(self) -> np.ndarray:
+        """The moments' slopes between grid points, as np.interp takes them."""
+        table = np.asarray(self.moments, dtype=np.float64)
+        return (table[1:] - table[:-1]) / (self.b_grid[1:] - self.b_grid[:-1])[:, None]
+
+    def _moments_at(self, x: float) -> np.ndarray:
+        """:func:`_interp_columns` at one batch."""
+        grid, table = self.b_grid, np.asarray(self.moments, dtype=np.float64)
+        if x >= grid[-1]:
+            return table[-1].copy()
+        if x < grid[0]:
+            return table[0].copy()
+        j = min(int(np.searchsorted(grid, x, side="right")) - 1, grid.size - 2)
+        if x == grid[j]:
+            return table[j].copy()
+        out = self._moment_slopes[j] * (x - grid[j]) + table[j]
+        return out if np.all(np.isfinite(out)) else np.array([np.interp(x, grid, col) for col in table.T])
 
 
-def _interp_columns(x: np.ndarray, grid: np.ndarray, table: np.ndarray) -> np.ndarray:
+def _interp_columns(x: np.ndarray, grid: np.ndarray, table: np.ndarray, slope: np.ndarray) -> np.ndarray:
     """``np.interp(x, grid, column)`` for every column of ``table`` at once (last axis), value for value: numpy's
-    slope·(x − grid[j]) + table[j] between grid points, table[j] at a grid point, the end rows beyond the ends."""
+    slope·(x − grid[j]) + table[j] between grid points (``slope`` per interval), table[j] at a grid point, the end
+    rows beyond the ends."""
     j = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
     left = grid[j]
-    slope = (table[1:] - table[:-1]) / (grid[1:] - grid[:-1])[:, None]
     out = slope[j] * (x - left)[..., None] + table[j]
     out = np.where((x == left)[..., None], table[j], out)
     out = np.where((x >= grid[-1])[..., None], table[-1], np.where((x < grid[0])[..., None], table[0], out))
