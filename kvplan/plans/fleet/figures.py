@@ -87,6 +87,17 @@ class InstanceFigures:
 
     def at(self, b: float):
         """(t, δ+γL̄, γ, S at the ISL points, sample moments) at batch b, linear in b between grid points."""
+        mix = self._mixer(b)
+        return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
+                mix(self.moments))
+
+    def decode_at(self, b: float):
+        """(t, δ+γL̄, γ, sample moments) at batch b: :meth:`at` without the prefill points."""
+        mix = self._mixer(b)
+        return mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.moments)
+
+    def _mixer(self, b: float):
+        """a → a at batch b, linear between the grid points around it (the ends beyond the grid)."""
         b = float(min(max(b, self.b_grid[0]), self.b_grid[-1]))
         i = min(max(int(np.searchsorted(self.b_grid, b)) - 1, 0), len(self.b_grid) - 2)
         lo, hi = self.b_grid[i], self.b_grid[i + 1]
@@ -94,8 +105,7 @@ class InstanceFigures:
 
         def mix(a):
             return (1 - w) * a[i] + w * a[i + 1]
-        return (mix(self.step_s), mix(self.extra_per_seq_s), mix(self.per_token_s), mix(self.prefill_s),
-                mix(self.moments))
+        return mix
 
     def prefill_row(self, b: float) -> np.ndarray:
         """S on the ISL grid at batch b, linear in b between grid points."""

@@ -222,8 +222,8 @@ class FleetModel:
         """
         stats = self.stats if stats is None else stats
         slo = self.slos.get("tpot") if judge else None
-        (n_points, n_weights), (t, more, per_token, _, _) = self.lengths.n_distinct, self.f.at(batch_seen)
-        t_i, _, _, _, moments = self.f.at(interference_batch)
+        (n_points, n_weights), (t, more, per_token, _) = self.lengths.n_distinct, self.f.decode_at(batch_seen)
+        t_i, _, _, moments = self.f.decode_at(interference_batch)
         _, k_s, _, pen = self._packing(interference_batch, lam_i, servers, t_i, moments)
         extra_mean, extra_second = interference(moments, k_s, pen)
         rho = lam_i * extra_mean
@@ -238,7 +238,7 @@ class FleetModel:
         var_int = lam_i * t * extra_second / (n_points * (1 - rho) ** 3)
         # a prefill burst interrupts the request and grows the batch it decodes in: comonotone, so sds add
         sd = np.sqrt(var_occ) + np.sqrt(var_int) + np.sqrt(max(v2 - v1 * v1, 0.0)) / (n_points * (1 - rho))
-        floor = float(self.f.at(1.0)[0])
+        floor = self._floor_step
         mu, sigma = tails.lognormal_from_moments(mean, sd * sd)
         mean = float(np.dot(n_weights, mean))
         out = {"mean": mean}
@@ -251,6 +251,11 @@ class FleetModel:
                                   rounds=BRACKET_ROUNDS, jumps=np.append(np.exp(mu[sigma == 0]), floor))
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out, rho
+
+    @cached_property
+    def _floor_step(self) -> float:
+        """t(1), the step of a batch of one: the TPOT's floor."""
+        return float(self.f.decode_at(1.0)[0])
 
     def _packing(self, b, lam_i: float, servers: int, step=None, moments=None):
         """(k_p, k_s, π, π (1 − 1/k_s)) at batch b (scalar or array; :func:`kvplan.plans.fleet.packing.packing`)."""
