@@ -88,72 +88,16 @@ import numpy as np
 
 from kvplan.calc import tails
 from kvplan.plans.fleet import stepwait
+from kvplan.plans.fleet.lengths import QUANTILE_POINTS, TAIL_POINTS, LengthStats, _points  # noqa: F401  (re-exported)
 from kvplan.plans.fleet.packing import interference, packing, packing_scalar  # noqa: F401
 from kvplan.plans.fleet.figures import Z99, InstanceFigures, instance_figures, poisson_slope, poisson_support  # noqa: F401
 from kvplan.workload.slo import Slo  # noqa: F401  (the fleet model's targets; re-exported)
 
-QUANTILE_POINTS = 256
 STATS = ("mean", "p50", "p90", "p95", "p99")
 STAT_QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 BRACKET_ROUNDS = 5    # vectorised bracketing rounds before the percentiles' bisection (tails.invert_cdf), for
 BRACKET_MAX_POINTS = 256  # a TTFT of at most this many distinct service times (beyond, each candidate costs as much
-                          # as a bisection step, and the plain bisection is cheaper)
-TAIL_POINTS = 4096    # equally likely prompt lengths behind the prefill wait's heavy tail
-
-
-def _points(values: np.ndarray, k: int = QUANTILE_POINTS) -> np.ndarray:
-    """k equally likely points of an empirical distribution (quantiles at (i + ½)/k)."""
-    return np.quantile(np.asarray(values, dtype=np.float64), (np.arange(k) + 0.5) / k)
-
-
-@dataclass(frozen=True, eq=False)
-class LengthStats:
-    """Moments and quantile points of a workload's lengths (from a trace or a seeded sample)."""
-
-    isl: np.ndarray
-    osl: np.ndarray
-
-    def __post_init__(self):
-        isl, osl = self.isl.astype(np.float64), self.osl.astype(np.float64)
-        n = np.maximum(osl - 1, 0)
-        ctx = isl + osl
-        decoding = n[n >= 1]
-        steps = n.sum()
-        held = (n * isl + n * (n + 1) / 2).sum() / steps if steps > 0 else isl.mean() + 1
-        held2 = ((n * isl**2 + isl * n * (n + 1) + n * (n + 1) * (2 * n + 1) / 6).sum() / steps
-                 if steps > 0 else held**2)
-        points = _points(isl)
-        grid = np.unique(np.concatenate([points, np.quantile(isl, [0.0, 0.99, 0.999, 0.9999, 1.0])]))
-        values = {
-            "isl_points": points, "isl_grid": grid, "points_index": np.searchsorted(grid, points),
-            "n_points": _points(decoding) if decoding.size else np.zeros(0),
-            "n_distinct": tails.distinct(_points(decoding)) if decoding.size else (np.zeros(0), np.zeros(0)),
-            "mean_isl": float(isl.mean()), "mean_osl": float(osl.mean()), "mean_steps": float(n.mean()),
-            "second_steps": float((n * n).mean()),
-            "decode_context": float(held), "decode_context_var": float(max(held2 - held**2, 0.0)),
-            "context_mean": float(ctx.mean()),
-            **{f"context_p{p}": float(np.percentile(ctx, p)) for p in (50, 90, 99)},
-            "context_max": float(ctx.max()),
-        }
-        # the sample folded onto the grid: request i sits between grid points j and j + 1 with weights
-        # (a, b), a + b = 1; f(ISL_i) = a f_j + b f_j+1 for any f linear between grid points
-        j = np.clip(np.searchsorted(grid, isl, side="right") - 1, 0, max(grid.size - 2, 0))
-        width = np.diff(grid)[j] if grid.size > 1 else np.ones_like(isl)
-        b = np.where(width > 0, (isl - grid[j]) / np.where(width > 0, width, 1.0), 0.0) if grid.size > 1 else 0 * isl
-        a, size, count = 1.0 - b, max(grid.size - 1, 1), isl.size
-        folds = {name: np.bincount(j, weights=w, minlength=size) / count
-                 for name, w in (("a", a), ("b", b), ("aa", a * a), ("ab", a * b), ("bb", b * b), ("an", a * n),
-                                 ("bn", b * n))}
-        values["grid_folds"] = folds
-        for key, value in values.items():
-            object.__setattr__(self, key, value)
-
-    @cached_property
-    def tail_isl(self) -> np.ndarray:
-        """The sorted prompt lengths thinned to :data:`TAIL_POINTS` equally likely points (the prefill
-        wait's heavy tail, :meth:`FleetModel._heavy_tail`); computed once per workload, shared by every shape."""
-        isl = np.sort(self.isl.astype(np.float64))
-        return isl if isl.size <= TAIL_POINTS else _points(isl, TAIL_POINTS)
+                          # as a bisection step: stepwait.ttft_quantiles decides the plain bisection's steps instead)
 
 
 @dataclass
@@ -253,8 +197,7 @@ class FleetModel:
         return out, rho
 
     @cached_property
-    def _floor_step(self) -> float:
-        """t(1), the step of a batch of one: the TPOT's floor."""
+    def _floor_step(self) -> float:  # t(1), the step of a batch of one: the TPOT's floor
         return float(self.f.decode_at(1.0)[0])
 
     def _packing(self, b, lam_i: float, servers: int, step=None, moments=None):
@@ -276,13 +219,6 @@ class FleetModel:
 
     def batch_for_tpot(self, lam_i: float, servers: int = 1) -> int:
         """Largest batch (<= the KV / max_num_seqs cap) whose TPOT statistic meets the SLO; 0 if none."""
-        key = (lam_i, servers)
-        if key not in self._batch_tpot:
-            self._batch_tpot[key] = self._largest_batch(lam_i, servers)
-        return self._batch_tpot[key]
-
-    def _largest_batch(self, lam_i: float, servers: int) -> int:
-        """:meth:`batch_for_tpot` by bisection on the batch."""
         cap = self.f.batch_cap
         slo = self.slos.get("tpot")
         if slo is None or cap < 1:
@@ -309,7 +245,9 @@ class FleetModel:
         lam, servers = self.rate, instances * self.dp
         lam_i = lam / servers
         point = Point(instances=instances, rate_per_s=lam)
-        point.batch_tpot = self.batch_for_tpot(lam_i, servers)
+        if (lam_i, servers) not in self._batch_tpot:
+            self._batch_tpot[lam_i, servers] = self.batch_for_tpot(lam_i, servers)
+        point.batch_tpot = self._batch_tpot[lam_i, servers]
         point.batch_max = min(self.f.batch_cap, point.batch_tpot)
         if point.batch_max < 1:
             point.failures.append("tpot_slo" if self.f.batch_cap >= 1 else "kv_capacity")
@@ -456,13 +394,8 @@ class FleetModel:
         if slo is not None:
             out["meets"] = bool(_meets(slo, out["mean"], cdf))
         if wanted:
-            quantiles, lo = [_quantile(s) for s in wanted], max(float(service.min()) * 0.5, 1e-9)
-            if service.size <= BRACKET_MAX_POINTS:
-                qs = tails.invert_cdf(cdf, quantiles, lo, hi, iterations=28, rounds=BRACKET_ROUNDS,
-                                      jumps=np.concatenate([service, service + skip]) if c2 > 0 else service)
-            else:  # the plain bisection's answer, its comparisons decided by probes at the jumps where they can be
-                qs = tails.invert_staircase(cdf, quantiles, lo, hi, *stepwait.ttft_staircase(
-                    service, weights, point.prefill_wait, skip), iterations=28)
+            qs = stepwait.ttft_quantiles(cdf, [_quantile(s) for s in wanted], service, weights, point.prefill_wait, skip,
+                                         hi, BRACKET_ROUNDS if service.size <= BRACKET_MAX_POINTS else 0)
             out.update(dict(zip(wanted, (float(v) for v in qs))))
         return out
 
@@ -484,9 +417,8 @@ class FleetModel:
     def search(self, max_instances: int = 1_000_000) -> tuple[Point, Point | None]:
         """Fewest instances whose point meets every constraint, and the point at one fewer (None at 1).
 
-        Doubling then bisection on N, judging each N by the SLOs' own statistics only; the answer
-        and the point below it are then evaluated, the answer in full, the point below at the mean and the SLOs'
-        statistics (all that :mod:`kvplan.plans.fleet.binding` reads of it).
+        Doubling then bisection on N, judging each N by the SLOs' own statistics only; the answer is then evaluated
+        in full, the point below at the mean and the SLOs' statistics (all that :mod:`~.binding` reads of it).
         """
         hi = 1
         if self.evaluate(1, full=False).ok:
