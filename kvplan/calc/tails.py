@@ -90,6 +90,19 @@ def lognormal_mixture_cdf(t, mu, sigma, weights=None, floor: float = 0.0):
     return np.where(below, 0.0, _average(normal_cdf(z), weights))
 
 
+def both_waits_cdf(xp, theta1, theta2, e1, e2):
+    """``P(W1 + W2 <= x)`` for ``x = xp >= 0`` given that both wait, ``Wk`` exponential of mean ``θk`` and
+    ``ek = 1 − e^(−x/θk)`` (its CDF): the hypoexponential CDF, Erlang-2 where the means are equal, ``e1·e2`` where a
+    mean is 0 (that wait is none), 0 where one is infinite."""
+    if not (math.isfinite(theta1) and math.isfinite(theta2)):
+        return np.zeros_like(xp)
+    if theta1 <= 0 or theta2 <= 0:
+        return e1 * e2
+    if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
+        return 1.0 - np.exp(-xp / theta1) * (1.0 + xp / theta1)
+    return 1.0 - (theta1 * np.exp(-xp / theta1) - theta2 * np.exp(-xp / theta2)) / (theta1 - theta2)
+
+
 def tandem_wait_cdf(x, c1, theta1, c2, theta2):
     """``P(W1 + W2 <= x)`` for independent waits ``P(Wk > x) = Ck e^(−x/θk)`` (0 for x < 0)."""
     x = np.asarray(x, dtype=np.float64)
@@ -103,14 +116,7 @@ def tandem_wait_cdf(x, c1, theta1, c2, theta2):
         return -np.expm1(-xp / theta)
 
     e1, e2 = expo(theta1), expo(theta2)
-    if not (math.isfinite(theta1) and math.isfinite(theta2)):
-        both = np.zeros_like(xp) if c1 * c2 > 0 else e1 * e2
-    elif theta1 <= 0 or theta2 <= 0:
-        both = e1 * e2
-    elif abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
-        both = 1.0 - np.exp(-xp / theta1) * (1.0 + xp / theta1)
-    else:
-        both = 1.0 - (theta1 * np.exp(-xp / theta1) - theta2 * np.exp(-xp / theta2)) / (theta1 - theta2)
+    both = both_waits_cdf(xp, theta1, theta2, e1, e2)
     cdf = (1 - c1) * (1 - c2) + (1 - c1) * c2 * e2 + c1 * (1 - c2) * e1 + c1 * c2 * both
     return np.where(x < 0, 0.0, np.clip(cdf, 0.0, 1.0))
 
@@ -170,10 +176,18 @@ def invert_cdf(cdf, quantiles, lo: float, hi: float, iterations: int = 80, round
     below, above = np.full(q.shape, -np.inf), np.full(q.shape, np.inf)
     if rounds > 0:
         below, above = _bracket(cdf, q, a.copy(), b.copy(), log, rounds, jumps, top)
+    return _bisect(cdf, q, a, b, log, below, above, top, iterations, known_in_t=False)
+
+
+def _bisect(cdf, q, a, b, log: bool, below, above, top, iterations: int, known_in_t: bool):
+    """The bisection of :func:`invert_cdf` and :func:`invert_staircase` on [a, b] (log space when ``log``): a
+    midpoint at or above ``above`` passes, one at or below ``below`` fails, without an evaluation (``known_in_t``:
+    those bounds are times; else points of the bisection's own space); ∞ where ``top`` = cdf(hi) is below q."""
     for _ in range(iterations):
         mid = (a + b) / 2
-        ok = mid >= above
-        need = ~ok & (mid > below)
+        at = (np.exp(mid) if log else mid) if known_in_t else mid
+        ok = at >= above
+        need = ~ok & (at > below)
         if need.any():
             ok[need] = cdf(np.exp(mid[need]) if log else mid[need]) >= q[need]
         b = np.where(ok, mid, b)
@@ -235,17 +249,7 @@ def invert_staircase(cdf, quantiles, lo: float, hi: float, points, masses, itera
                                            side="left"), g - 1)
         done = ((f_before < qr) & (f_at >= qr)) | (np.abs(f_at - qr) < margin) | (np.abs(f_before - qr) < margin)
         guess[rows] = np.where(done, -1, np.where(f_at < qr, higher, lower))
-    for _ in range(iterations):
-        mid = (a + b) / 2
-        at = np.exp(mid) if log else mid
-        ok = at >= above
-        need = ~ok & (at > below)
-        if need.any():
-            ok[need] = cdf(np.exp(mid[need]) if log else mid[need]) >= q[need]
-        b = np.where(ok, mid, b)
-        a = np.where(ok, a, mid)
-    out = np.exp(b) if log else b
-    return np.where(top >= q - 1e-12, out, np.inf)
+    return _bisect(cdf, q, a, b, log, below, above, top, iterations, known_in_t=True)
 
 BRACKET_GRID = 8                                         # uniform candidates per round: the bracket shrinks >= 9×
 BRACKET_CLUSTER = (0.1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-8)  # ± offsets (× the bracket) around the interpolated root

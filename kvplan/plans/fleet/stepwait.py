@@ -316,16 +316,7 @@ def _branch(x: np.ndarray, c1: float, th1: float, th2: float | None, heavy) -> n
         if c1 == 0:
             cdf = e2
         else:
-            e1 = _expo(xp, th1)
-            if not (math.isfinite(th1) and math.isfinite(th2)):
-                both = 0.0 if c1 > 0 else e1 * e2
-            elif th1 <= 0 or th2 <= 0:
-                both = e1 * e2
-            elif abs(th1 - th2) <= 1e-9 * max(th1, th2):
-                both = 1.0 - np.exp(-xp / th1) * (1.0 + xp / th1)
-            else:
-                both = 1.0 - (th1 * np.exp(-xp / th1) - th2 * np.exp(-xp / th2)) / (th1 - th2)
-            cdf = (1 - c1) * e2 + c1 * both
+            cdf = (1 - c1) * e2 + c1 * tails.both_waits_cdf(xp, th1, th2, _expo(xp, th1), e2)
     negative = x < 0
     if heavy is None:
         return np.where(negative, 0.0, np.clip(cdf, 0.0, 1.0))
