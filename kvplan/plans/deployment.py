@@ -241,8 +241,8 @@ class Deployment:
                                          attention=attention_kernels(self.model, self.engine.engine,
                                                                      weights_dtype=cost.weights_dtype,
                                                                      kv_dtype=self.kv_dtype,
-                                                                     hardware=self.node_hardware)
-                                         if self.engine.perf_model == "operators" else ())
+                                                                     hardware=self.node_hardware,
+                                                                     perf_model=self.engine.perf_model))
         return machine, tuple(notes)
 
     @property

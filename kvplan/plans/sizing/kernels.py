@@ -148,14 +148,17 @@ def _mla_layer_kernels(weights_dtype: str | None, kv_dtype: str | None, hardware
 
 
 def attention_kernels(card, engine: str | None, *, weights_dtype: str | None = None, kv_dtype: str | None = None,
-                      hardware=None) -> tuple[tuple[float, int, str], ...]:
+                      hardware=None, perf_model: str = "operators") -> tuple[tuple[float, int, str], ...]:
     """The kernels ``engine``'s model code runs in its attention layers outside every measured operator (module
     docstring), one (layers, kernels each, label) part per layer kind: RoPE on vLLM and SGLang, + Qwen3's q/k norm
     on SGLang (+ Qwen3-Next's output gate), per full or sliding layer; SGLang's MLA decode kernels per MLA layer on
     NVIDIA GPUs (they depend on the resolved ``weights_dtype``, ``kv_dtype`` and the ``hardware`` card); SGLang's
-    Gated DeltaNet decode kernels per linear-attention layer. Empty where nothing is charged."""
+    Gated DeltaNet decode kernels per linear-attention layer. Empty where nothing is charged, and for every
+    ``perf_model`` but the per-operator one (the one-η roofline prices no operator from a measured table)."""
     from kvplan.engines import canonical_engine
 
+    if perf_model != "operators":
+        return ()
     engine = canonical_engine(engine) if engine else None
     parts = []
     if engine in ROPE_ENGINES and card.family not in NO_ROPE_FAMILIES:

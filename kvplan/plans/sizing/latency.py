@@ -129,7 +129,8 @@ def resolve_machine(
     overhead = eff.step_overhead_s if eff.step_overhead_s is not None else hw.efficiency.step_overhead_s
     if overhead is None:
         overhead = DEFAULT_OP_LATENCY_S * elementwise_kernels(layers, moe_layers, attention)
-        extra = f"; {attention_sources(attention)}" if attention_sources(attention) else ""
+        sources = attention_sources(attention)
+        extra = f"; {sources}" if sources else ""
         notes.append(f"step overhead = {format_seconds(overhead)} per forward pass: kvplan default "
                      f"3 µs × ({kernels_note(layers, moe_layers, attention)}), {hw.name} has no "
                      f"efficiency.step_overhead_s ({DEFAULT_OVERHEAD_SOURCE}{extra})")
@@ -286,8 +287,8 @@ def latency(
     machine, notes = resolve_machine(hw, dtype, cost.weights_dtype, cost.layers, efficiencies, max(tps) * attn_dp,
                                      moe_layers=cost.moe_layers,
                                      attention=attention_kernels(card, engine, weights_dtype=cost.weights_dtype,
-                                                                 kv_dtype=first.kv_dtype, hardware=hw)
-                                     if perf_model == "operators" else ())
+                                                                 kv_dtype=first.kv_dtype, hardware=hw,
+                                                                 perf_model=perf_model))
     check_enforce_eager(efficiencies.enforce_eager, engine, perf_model)
     if perf_model == "operators":
         perf = engine_perf(engine)
