@@ -48,12 +48,22 @@ DTYPE_STAND_INS = {
                               "fp8 (data sheet); vLLM's own FP8 kernels (hipBLASLt, wvSplitKQ) are not measured"),
 }
 
+# GEMM rows an engine's own collector did not time as the engine runs them, read from another backend's rows of the
+# same kernel: (engine, dtype) -> (backend read, why). benchmarks/compact_perf_data.py EXCLUDE_DTYPES drops the rows.
+ENGINE_STAND_INS = {
+    ("vllm", "fp8_block"): ("sglang", "vLLM's own fp8_block rows were timed without a CUDA graph (aiconfigurator "
+                                      "collector/vllm/collect_gemm.py @095f58a: use_cuda_graph=gemm_type != 'fp8_block'), "
+                                      "host launch gaps included, and are not shipped; SGLang's graph-timed DeepGEMM "
+                                      "rows stand in, the kernel that collector forces (VLLM_USE_DEEP_GEMM=1)"),
+}
+
 
 @_memo   # curves are frozen: one per shape and GPU
 def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
                peak: float) -> Curve | None:
     """η(m) of one GEMM at its per-GPU (n, k) (:func:`kvplan.calc.gemm_grid.measured_curve`)."""
-    backend, rows = tables.backend("gemm", gpu, engine, dtype=dtype)
+    read_by, by_why = ENGINE_STAND_INS.get((engine, dtype), (engine, ""))
+    backend, rows = tables.backend("gemm", gpu, read_by, dtype=dtype)
     read_as, why = dtype, ""
     if rows is None and (gpu, dtype) in DTYPE_STAND_INS:
         read_as, why = DTYPE_STAND_INS[(gpu, dtype)]
@@ -61,6 +71,8 @@ def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, 
     if rows is None:
         return None
     label = read_as if read_as == dtype else f"{read_as} (for {dtype}: {why})"
+    if by_why and backend == read_by:
+        label = f"{label} (for {engine}, whose own rows were timed without CUDA graphs: kvplan.calc.perfdb.ENGINE_STAND_INS)"
     head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} {label} GEMM"
     # the query's bytes per weight and peak: a stand-in dtype has the same width and peak (DTYPE_STAND_INS)
     key = ("gemm pairs", gpu, backend, read_as)        # the rows' measured grid, once for every shape priced on it
@@ -239,4 +251,4 @@ def coverage(tables: PerfTables | None, card_name: str) -> str:
 
 __all__ = ["DATA", "EXTRA", "PerfTables", "load_default", "origin", "coverage", "gemm_curve", "group_gemm_curve", "moe_curve", "deepgemm_curve", "IN_NODE_EP",
            "decode_attention_grid", "prefill_attention_curve", "collective_curves", "BYTES", "PEAK_DTYPE", "Flat",
-           "STAND_INS", "DTYPE_STAND_INS"]
+           "STAND_INS", "DTYPE_STAND_INS", "ENGINE_STAND_INS"]

@@ -8,12 +8,14 @@ TP8 on H200, 10 QPS 8K/1K: the replay agrees at 19). Adding a cost (the prefill 
 the answer. Secants over ±√B̄ (the Poisson occupancy's sd) mended that, but still jumped as a bucket edge
 entered or left their ends: with each GEMM priced at its own shape the TPOT p99 was 63.1 ms > 60 ms at N = 23
 while 21, 22 and 24 met it. Both are now the slope a Poisson occupancy sees, E[f(B + 1) − f(B)] with
-B ~ Poisson(B̄), smooth in B̄. The checks below: the answer is the smallest N that meets the SLOs (21 here,
-and the replay agrees), every N above it does and its TPOT p99 never rises with N, and a costlier prefill
+B ~ Poisson(B̄), smooth in B̄. The checks below: the answer is the smallest N that meets the SLOs (10 here
+since vLLM's eager-timed fp8_block GEMM rows are no longer read, 21 before; the replay agrees), every N above it does and its TPOT p99 never rises with N, and a costlier prefill
 never needs fewer instances.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -50,7 +52,9 @@ def test_every_fleet_above_the_answer_meets_the_slos(no_dispatch):
 
 def test_tpot_p99_never_rises_with_more_instances(no_dispatch):
     model, answer = no_dispatch.plan.setup["model"], no_dispatch.plan.instances
-    p99 = [model.evaluate(n).tpot["p99"] for n in range(answer - 1, 2 * answer + 1)]
+    # a fleet whose decode slots saturate has no finite TPOT (the model reports none): unbounded, +inf
+    p99 = [model.evaluate(n).tpot.get("p99", math.inf) for n in range(answer - 1, 2 * answer + 1)]
+    assert math.isfinite(p99[1]), p99
     assert all(b <= a * (1 + 1e-9) for a, b in zip(p99, p99[1:])), p99
 
 

@@ -1,7 +1,8 @@
 """``kvplan plan`` searches attention DP and expert parallelism for MoE models (vLLM's -tp/-dp/--enable-expert-parallel).
 
 - DeepSeek-V3 on H200: TP8 replicates the MLA latent on every GPU of an instance, attention DP
-  gives each rank its own pool, so the search picks a DP/EP shape when it needs fewer GPUs;
+  gives each rank its own pool, so the search picks a DP/EP shape when it needs fewer GPUs (a decode-heavy
+  2k/2k load; at 8k/1k TP8's faster prefill wins);
 - pins (``--tp 1 --dp 8``, ``--enable-expert-parallel``) plan one shape; multi-node EP is searched
   over the system's NIC and skipped without one; redundant experts follow pd's rule;
 - bad combinations are an Error/Hint pair, exit 2;
@@ -25,12 +26,12 @@ from kvplan.plans.pd.result import PdPlan, PoolFigures
 from ..conftest import json_rows
 
 SLOS = [Slo("ttft", "p99", 3.0), Slo("tpot", "p99", 0.06)]
-DEEPSEEK = ["--qps", "10", "--isl", "8k", "--osl", "1k", "--ttft", "p99<=3s", "--tpot", "p99<=60ms"]
+DEEPSEEK = ["--qps", "10", "--isl", "2k", "--osl", "2k", "--ttft", "p99<=3s", "--tpot", "p99<=60ms"]
 
 
 @pytest.fixture(scope="module")
 def deepseek_search():
-    workload = fleet_workload(qps=10, isl="8k", osl="1k", sample_requests=20_000)
+    workload = fleet_workload(qps=10, isl="2k", osl="2k", sample_requests=20_000)
     return plan("deepseek-v3", "h200", workload, SLOS, scale=())
 
 
@@ -178,18 +179,21 @@ def test_pd_between_different_hardware_compares_cost_when_priced(invoke):
 
 
 def test_deepseek_v3_qps_sweep_with_the_dp_ep_search_is_monotone():
-    """The cheapest shape's GPUs never fall as the rate rises (each shape's count is monotone, so is their minimum)."""
+    """The cheapest shape's GPUs never fall as the rate rises (each shape's count is monotone, so is their minimum):
+    the issue's 8k/1k sweep, and a decode-heavy 2k/2k one where attention DP with EP is the cheapest shape."""
     from kvplan.plans.fleet.search import search_shapes
 
     card, hw, system = load_model("deepseek-v3"), load_hardware("h200"), load_system("hgx-h200-8")
-    gpus, shapes = [], []
-    for qps in (1, 5, 10, 20, 40):
-        workload = fleet_workload(qps=qps, isl="8k", osl="1k", sample_requests=20_000)
-        best = search_shapes(card, hw, workload, SLOS, system=system).best
-        assert best.feasible, (qps, best.reason)
-        gpus.append(best.total_gpus)
-        shapes.append(best.shape.label())
-    assert gpus == sorted(gpus), (gpus, shapes)
+    shapes = []
+    for isl, osl in (("8k", "1k"), ("2k", "2k")):
+        gpus = []
+        for qps in (1, 5, 10, 20, 40):
+            workload = fleet_workload(qps=qps, isl=isl, osl=osl, sample_requests=20_000)
+            best = search_shapes(card, hw, workload, SLOS, system=system).best
+            assert best.feasible, (isl, osl, qps, best.reason)
+            gpus.append(best.total_gpus)
+            shapes.append(best.shape.label())
+        assert gpus == sorted(gpus), (isl, osl, gpus, shapes)
     assert any("dp=" in s for s in shapes), shapes
 
 

@@ -88,12 +88,12 @@ def test_day6_prefill_pool_within_25_percent_at_the_utilisation_ceiling():
     assert qps * row["prefill_s"] / ((row["prefill_instances"] - 1) * 32) > 0.9
 
 
-def test_day6_layout_on_h100_tables_prefill_within_25_percent_decode_above_published():
+def test_day6_layout_on_h100_tables_both_pools_within_25_percent_of_published():
     """The same layout on h100-sxm's measured (aiconfigurator) kernel tables: the prefill pool and its input
-    tok/s per node land within 25% of DeepSeek's (88 nodes, 80.0k per node), the decode pool does not (216
-    nodes: vLLM's measured dense GEMMs and FlashMLA-FP8 are slower than DeepSeek's own kernels), which is why
-    H800 reads DeepSeek's own H800 figures instead (docs/examples/deepseek-v3-day6.md). Before the routed
-    experts at EP > 8 read DeepGEMM's figures instead of the table's EP32 rows, this was 312 / 504 nodes."""
+    tok/s per node land within 25% of DeepSeek's (88 nodes, 80.0k per node), and so does the decode pool (144
+    nodes against 131.4). Before the routed experts at EP > 8 read DeepGEMM's figures instead of the table's EP32
+    rows, this was 312 / 504 nodes; before vLLM's eager-timed fp8_block GEMM rows were dropped for SGLang's
+    graph-timed DeepGEMM rows (kvplan/data/perf/README.md "Dropped"), the decode pool was 216 nodes."""
     f, isl, osl, qps = _day6_inputs()
     row = plan_pd("deepseek-v3", "h100-sxm", system="hgx-h100-8", expert_parallel=True, prefill_tp=[1],
                   decode_tp=[1], prefill_dp=[32], decode_dp=[144], redundant_experts=32, qps=qps, isl=round(isl),
@@ -103,7 +103,8 @@ def test_day6_layout_on_h100_tables_prefill_within_25_percent_decode_above_publi
     published_decode = f["output_tokens_per_day"] / 86400 / f["decode_output_tokens_per_s_per_node"]  # 131.4
     assert row["feasible"] and row["prefill_nodes"] == pytest.approx(published_prefill, rel=0.25)
     assert qps * isl / row["prefill_nodes"] == pytest.approx(f["prefill_input_tokens_per_s_per_node"], rel=0.25)
-    assert row["decode_nodes"] > 1.25 * published_decode
+    assert row["decode_nodes"] == pytest.approx(published_decode, rel=0.25)
+    assert row["decode_nodes"] >= published_decode      # still not below what DeepSeek's own kernels need
 
 
 def test_day6_decode_step_at_deepseeks_occupancy_against_the_published_speed():

@@ -124,13 +124,15 @@ def test_stale_index_falls_back_to_searching_the_file(tmp_path):
         shutil.copy(perfdb.DATA / name, tmp_path / name)
     gemm = tmp_path / "gemm.csv"
     text = gemm.read_text(encoding="utf-8")
+    first = text[text.index("h200_sxm,vllm,0.24.0,bf16,"):].split("\n", 1)[0]
+    kernel = first.split(",")[4]              # the run's kernel id, which the edit prefixes with a 1
     gemm.write_text(text.replace("h200_sxm,vllm,0.24.0,bf16,", "h200_sxm,vllm,0.24.0,bf16,1", 1), encoding="utf-8")
     assert perfcsv.indexed_runs(gemm, "h200_sxm", "vllm", "bf16") is None
     rows = perfdb.PerfTables(tmp_path).select("gemm", gpu="h200_sxm", backend="vllm", dtype="bf16")
     csv_rows.cache_clear()
     header, by_block, _ = csv_rows(gemm)
     want = reference(header, by_block[("h200_sxm", "vllm", "bf16")])
-    assert rows["kernel_id"][0] == "120"
+    assert rows["kernel_id"][0] == "1" + kernel
     same(rows, want)
 
 
