@@ -217,3 +217,20 @@ def test_supernodes_page_cloudmatrix_rows(invoke, monkeypatch):
         row = by_placement[placement]
         assert (row["xpyd"], row["total_gpus"], row["link_kind"]) == (xpyd, int(gpus), link), placement
         assert _same(row["ttft_p99_s"], ttft_ms, 1e3) and _same(row["tpot_p50_s"], tpot_ms, 1e3), placement
+
+
+def test_supernodes_page_gb200_decode_step(invoke, monkeypatch):
+    """The per-operator paragraph's GB200 step at a batch of 8 over DP8 (B200's tables, SGLang's DeepGEMM rows for
+    vLLM's fp8_block GEMMs) and its three largest terms, from the command the page names (its --explain)."""
+    step, attn, mlp, experts = _figures(
+        "supernodes-wide-ep.md", r"gives a (\d+\.\d) ms step \(63\.9 ms on the eager-timed rows\): attention "
+                                 r"projections (\d+\.\d+) ms, dense-MLP and shared-expert GEMMs (\d+\.\d+) ms, routed "
+                                 r"experts (\d+\.\d+) ms")
+    args = ("latency", "deepseek-v3", "gb200", "--system", "gb200-nvl72", "--tp", "1", "--dp", "8",
+            "--enable-expert-parallel", "--batch", "8", "--weights-dtype", "fp8")
+    (row,) = _json(invoke, monkeypatch, *args)
+    assert _same(row["decode_step_s"], step, 1e3), (row["decode_step_s"], step)
+    explain = invoke(*args, "--explain")
+    assert explain.exit_code == 0, explain.stderr[-2000:]
+    for label, figure in (("attention GEMMs (QKV, O)", attn), ("dense MLP GEMMs", mlp), ("routed-expert GEMMs", experts)):
+        assert re.search(rf"{re.escape(label)} += max\(.*\) = {re.escape(figure)} ms", explain.stdout), (label, figure)
