@@ -24,11 +24,15 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
 
     ``dispatch="deepep"`` with EP beyond one 8-GPU node reads DeepGEMM's H800 figures where they apply
     (:func:`deepgemm_curve`): the table's EP rows time one rank fed every token of the instance (see there).
+    Where they do not (another GPU, expert shape or dtype), such a rank reads the table's EP 1 rows
+    (:data:`DEEPEP_WITHOUT_DEEPGEMM`).
     """
-    if dispatch == "deepep" and moe_tp == 1 and moe_ep > IN_NODE_EP:
+    deepep = dispatch == "deepep" and moe_tp == 1 and moe_ep > IN_NODE_EP
+    if deepep:
         wide = deepgemm_curve(gpu, dtype, hidden, inter, topk, experts + redundant, bw, peak)
         if wide is not None:
             return wide
+        moe_ep = 1.0                  # DEEPEP_WITHOUT_DEEPGEMM: every expert local, at DeepEP's tokens per expert
     backend, rows = tables.backend("moe", gpu, engine, dtype=dtype)
     if rows is None:
         return None
@@ -40,7 +44,11 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
     if bracket is not None:
         return _ep_interpolated(rows, bracket, moe_ep, dtype, bw, peak, backend)
     rows = _nearest_rows(rows, ("moe_tp", "moe_ep"), (moe_tp, moe_ep))
-    return _moe_rows_curve(rows, dtype, bw, peak, backend)
+    curve = _moe_rows_curve(rows, dtype, bw, peak, backend)
+    if deepep and curve is not None:
+        curve = Curve(curve.sizes, curve.eta, f"{curve.source}, read for a DeepEP rank beyond one node "
+                                              "(kvplan.calc.perf_moe.DEEPEP_WITHOUT_DEEPGEMM)")
+    return curve
 
 
 # Expert-parallel sizes the MoE table's rows stand for as measured: EP inside one 8-GPU node, where vLLM
@@ -50,6 +58,18 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
 # Beyond a node the engines dispatch with DeepEP (vllm --all2all-backend deepep_*, sglang --moe-a2a-backend
 # deepep), each rank receives only its own (token, expert) pairs, and the experts run DeepGEMM.
 IN_NODE_EP = 8
+# A DeepEP rank beyond one node on a GPU, expert shape or dtype DeepGEMM's figures do not cover reads the MoE table's
+# EP 1 rows (every expert local, moe_ep 1) at the instance's tokens, not its EP rows. Under DeepEP with EPLB each of
+# the E experts receives T k / E of the T tokens entering the layer, as in an EP 1 row at T tokens, and a rank runs
+# E / ep of them: kvplan's SOL of the rank (touched local experts' bytes, 6 T k h i / ep FLOPs) is the EP 1 row's
+# SOL / ep, so with the row's η the rank takes the EP 1 row's time / ep. The table's EP rows instead time one rank
+# handed all T tokens (above): at EP 16 on B200 (SGLang and vLLM tables, DeepSeek-V3 shape, T = 16,384) they read
+# η 0.04, the EP 1 rows 0.20. The kernel is the in-node one (vLLM, SGLang: Triton or FlashInfer fused MoE), not
+# DeepGEMM's grouped GEMM that DeepEP feeds: on H100 the EP 1 rows read 0.29-0.31 where DeepGEMM's H800 figures give
+# 0.50 at T = 16,384, so the reading is conservative where DeepGEMM is faster.
+DEEPEP_WITHOUT_DEEPGEMM = ("the MoE table's EP 1 rows at the instance's tokens, each expert at T k / E tokens as "
+                           "DeepEP with EPLB gives it, the rank's time their time / ep (no DeepGEMM figure for "
+                           "this GPU, expert shape or dtype)")
 # DeepGEMM's FP8 (128-block scaled) grouped GEMMs for MoE, DeepSeek-V3/R1 shapes without TP, measured on
 # H800 SXM5 with NVCC 12.8: deepseek-ai/DeepGEMM README at commit 55ab91f72f76e8a6db0e86282c3169a88d93df1b
 # (2025-03-25, "Update performance"; the last README with the per-shape tables), "Grouped GEMMs for MoE
@@ -153,4 +173,4 @@ def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dt
     return Curve(tuple(float(x) for x in sizes), tuple(float(x) for x in eta), source)
 
 
-__all__ = ["IN_NODE_EP", "deepgemm_curve", "moe_curve"]
+__all__ = ["IN_NODE_EP", "DEEPEP_WITHOUT_DEEPGEMM", "deepgemm_curve", "moe_curve"]

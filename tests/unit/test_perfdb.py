@@ -242,6 +242,27 @@ def test_wide_ep_moe_reads_deepgemm_in_node_ep_keeps_the_table():
         assert "aiconfigurator" in curve.source
 
 
+def test_wide_ep_without_deepgemm_reads_the_ep1_rows_split_over_the_ranks():
+    """B200 (no DeepGEMM figure): a DeepEP rank at EP 16 reads the table's EP 1 power-law row, every expert local at
+    T k / E tokens as DeepEP with EPLB gives it, and takes that row's measured time / 16. Worked from the CSV row
+    itself at T = 4,096: the rank's SOL is max(16 local experts touched × 3 h i × 1 B / BW, 6 T k h i / 16 / peak),
+    and SOL / η(T) is the row's latency / 16. On the table's EP rows (one rank handed all T tokens) the same rank
+    took at least twice as long."""
+    tables = perfdb.load_default()
+    b200_bw, b200_fp8 = 8e12, 4500e12              # hardware_cards/b200.yaml
+    (row,) = rows("moe", gpu="b200_sxm", backend="sglang", dtype="fp8_block", hidden_size=7168, num_experts=256,
+                  moe_tp=1, moe_ep=1, distribution="power_law_1.01", num_tokens=4096)
+    curve = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 256, 1, 16, b200_bw,
+                             b200_fp8, dispatch="deepep")
+    assert "DEEPEP_WITHOUT_DEEPGEMM" in curve.source and "moe_ep 1" in curve.source
+    touched = 256 / 16 * (1 - (1 - 8 / 256) ** 4096)
+    sol = max(touched * EXPERT_PARAMS / b200_bw, 6 * 4096 * 8 * 7168 * 2048 / 16 / b200_fp8)
+    assert_allclose(sol / curve(4096), float(row["latency_s"]) / 16, rtol=1e-9)
+    table_ep = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 256, 1, 16, b200_bw,
+                                b200_fp8, dispatch="table")
+    assert sol / table_ep(4096) > 2 * sol / curve(4096)
+
+
 @pytest.mark.parametrize("dp", [16, 32, 144])
 def test_wide_ep_decode_experts_within_deepgemms_band_of_their_floor(dp):
     """DeepSeek-V3 on H100, attention DP = EP, 92 sequences per rank: the routed-expert GEMMs take their
