@@ -64,9 +64,10 @@ IN_NODE_EP = 8
 # E / ep of them: kvplan's SOL of the rank (touched local experts' bytes, 6 T k h i / ep FLOPs) is the EP 1 row's
 # SOL / ep, so with the row's η the rank takes the EP 1 row's time / ep. The table's EP rows instead time one rank
 # handed all T tokens (above): at EP 16 on B200 (SGLang and vLLM tables, DeepSeek-V3 shape, T = 16,384) they read
-# η 0.04, the EP 1 rows 0.20. The kernel is the in-node one (vLLM, SGLang: Triton or FlashInfer fused MoE), not
-# DeepGEMM's grouped GEMM that DeepEP feeds: on H100 the EP 1 rows read 0.29-0.31 where DeepGEMM's H800 figures give
-# 0.50 at T = 16,384, so the reading is conservative where DeepGEMM is faster.
+# η 0.04, the EP 1 rows 0.20. Against aiconfigurator's measured SGLang 0.5.10 DeepEP MoE layer (its wide-EP tables,
+# not shipped; benchmarks/wide_ep_moe_check.py) the reading is optimistic: on B200 median −35 % (decode, 40 rows at
+# EP 16-256) and −42 % (prefill, 49 rows), where the EP rows were +71 % and +273 %; the measured layer carries
+# DeepEP's own per-layer work (a ~0.37 ms floor in normal mode) that no kernel row holds.
 DEEPEP_WITHOUT_DEEPGEMM = ("the MoE table's EP 1 rows at the instance's tokens, each expert at T k / E tokens as "
                            "DeepEP with EPLB gives it, the rank's time their time / ep (no DeepGEMM figure for "
                            "this GPU, expert shape or dtype)")
