@@ -438,6 +438,29 @@ def moe_a2a(root, out, sources):
                                "hidden_size", "topk", "num_experts", "sms", "latency_s", "src_row"], rows)
 
 
+def moe_wideep(root, out, sources):
+    """SGLang's measured DeepEP MoE layer of one rank in an EP world (aiconfigurator's wide-EP tables: decode =
+    ``wideep_generation_moe_perf``, DeepEP low-latency; prefill = ``wideep_context_moe_perf``, DeepEP normal),
+    uniform routing (the EPLB-balanced case kvplan prices), ``num_tokens`` the tokens entering the instance (the
+    collector logs per-rank tokens × moe_ep_size: collector/wideep/sglang/collect_deepep_moe.py)."""
+    rows = []
+    for gpu in GPUS:
+        for phase, table in (("decode", "wideep_generation_moe_perf"), ("prefill", "wideep_context_moe_perf")):
+            found = pick(root, gpu, "moe", "sglang", table,
+                         lambda df: df[df.distribution == "uniform"].sort_values(["moe_ep_size", "num_tokens"]),
+                         sources)
+            if not found:
+                continue
+            ver, df = found
+            for r in df.itertuples():
+                if r.moe_tp_size != 1:
+                    raise SystemExit("wide-EP MoE row with moe_tp_size != 1")
+                rows.append([gpu, "sglang", ver, dtype(r.moe_dtype), phase, r.num_tokens, r.hidden_size, r.inter_size,
+                             r.topk, r.num_experts, r.moe_ep_size, ms_to_s(r.latency), r.src_row])
+    write(out, "moe_wideep.csv", ["gpu", "backend", "backend_version", "dtype", "phase", "num_tokens", "hidden_size",
+                                  "inter_size", "topk", "num_experts", "moe_ep", "latency_s", "src_row"], rows)
+
+
 def _is_pow(x: int, base: int) -> bool:
     while x > 1 and x % base == 0:
         x //= base
@@ -460,6 +483,7 @@ def main() -> None:
     moe(root, out, sources)
     comm(root, out, sources)
     moe_a2a(root, out, sources)
+    moe_wideep(root, out, sources)
     rows = sorted({(g, b, v, f"{DATA_SUBDIR}/{p.relative_to(root)}") for g, b, v, p in sources})
     with open(out / "sources.csv", "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")

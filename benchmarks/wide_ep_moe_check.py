@@ -8,13 +8,15 @@ collect_deepep_moe.py``: one rank of an EP world of ``moe_ep_size`` ranks, fed t
 ``num_tokens`` the tokens entering the instance, logged as per-rank tokens × EP) for DeepSeek-V3's experts (7168 ×
 2048, top-8 of 256, fp8_block) on H100, H200 and B200: ``systems/data/<gpu>/moe/sglang/0.5.10/
 wideep_generation_moe_perf.parquet`` (decode, DeepEP low-latency) and ``wideep_context_moe_perf.parquet`` (prefill,
-DeepEP normal). kvplan does not ship them; this script compares, on their uniform-routing rows at EP > 8, the time
-kvplan charges one rank for the routed experts (its SOL over η, :mod:`kvplan.calc.perf_moe`) under each reading:
+DeepEP normal). kvplan ships their uniform-routing rows (``kvplan/data/perf/moe_wideep.csv``) and reads them for a
+DeepEP rank where they were measured (``wideep_curve``), so at a measured point its error is 0 by construction; this
+script compares, on those rows at EP > 8, the time each other reading charges one rank for the routed experts (its
+SOL over η, :mod:`kvplan.calc.perf_moe`), the readings kvplan falls back on where the rows do not apply:
 
 - ``deepgemm``: DeepGEMM's H800 figures (``deepgemm_curve``; H100, and H200 through ``TRANSFER_GPUS``), what kvplan
-  reads on those GPUs;
+  read on those GPUs before;
 - ``ep1 / ep``: the table's EP 1 rows at the instance's tokens, the rank's time theirs / EP
-  (``DEEPEP_WITHOUT_DEEPGEMM``), what kvplan reads where DeepGEMM's figures do not apply (B200);
+  (``DEEPEP_WITHOUT_DEEPGEMM``), what kvplan reads where neither applies;
 - ``ep rows``: the table's EP rows (one rank handed every token of the instance), what kvplan read before.
 
 Error = (kvplan − measured) / measured: negative is optimistic (kvplan's experts faster than measured).

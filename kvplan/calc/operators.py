@@ -108,6 +108,8 @@ class OperatorEfficiencies:
     decode_dispatch_per_layer_s: float = 0.0   # host dispatch per layer of an eager decode step (0: CUDA graphs)
     request_dispatch_s: float = 0.0     # the engine's prefill dispatch once per request, added to its TTFT, never to a step
     router_gemms: object = None         # the MoE routers' bf16 GEMM (None: the MLP group's efficiency)
+    expert_gemms_prefill: object = None  # the routed experts in a prefill pass where that differs (wide EP, DeepEP
+    #                                      normal vs low-latency: kvplan.calc.perf_moe.wideep_curve); None: expert_gemms
 
 
 def eager_dispatch_s(effs: OperatorEfficiencies, phase: str, tokens_per_rank, layers: float):
@@ -303,8 +305,10 @@ def operator_pass(cost: ModelCost, machine: Machine, *, shapes: Shapes, effs: Op
     else:
         kv_dec, fl_dec = kv, attn_flops
     terms["attention"] = (kv_dec / bw, fl_dec / attn_peak, attn_size)
+    experts_eff = effs.expert_gemms_prefill if phase == "prefill" and effs.expert_gemms_prefill is not None \
+        else effs.expert_gemms
     eff_of = {"attention_gemms": effs.attention_gemms, "mlp_gemms": effs.mlp_gemms, "lm_head": effs.lm_head,
-              "expert_gemms": effs.expert_gemms, "attention": attn_eff}
+              "expert_gemms": experts_eff, "attention": attn_eff}
     mem_list, comp_list = [], []
     for name in OP_NAMES:
         mem, comp, size = terms[name]

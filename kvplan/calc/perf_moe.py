@@ -19,16 +19,20 @@ from kvplan.calc.perftables import BYTES, PerfTables, _curve, _memo, _nearest_ro
 @_memo
 def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: float, inter: float, topk: float,
               experts: float, moe_tp: float, moe_ep: float, bw: float, peak: float, dispatch: str = "table",
-              redundant: float = 0.0) -> Curve | None:
+              redundant: float = 0.0, phase: str = "decode") -> Curve | None:
     """η of the routed experts' grouped GEMMs versus tokens entering the MoE layer (the instance's tokens).
 
-    ``dispatch="deepep"`` with EP beyond one 8-GPU node reads DeepGEMM's H800 figures where they apply
+    ``dispatch="deepep"`` with EP beyond one 8-GPU node reads SGLang's measured DeepEP MoE layer where it was
+    measured (:func:`wideep_curve`, ``phase`` "decode" or "prefill"), else DeepGEMM's H800 figures where they apply
     (:func:`deepgemm_curve`): the table's EP rows time one rank fed every token of the instance (see there).
-    Where they do not (another GPU, expert shape or dtype), such a rank reads the table's EP 1 rows
+    Where neither does (another GPU, expert shape or dtype), such a rank reads the table's EP 1 rows
     (:data:`DEEPEP_WITHOUT_DEEPGEMM`).
     """
     deepep = dispatch == "deepep" and moe_tp == 1 and moe_ep > IN_NODE_EP
     if deepep:
+        wide = wideep_curve(tables, gpu, dtype, hidden, inter, topk, experts, moe_ep, phase, bw, peak)
+        if wide is not None:
+            return wide
         wide = deepgemm_curve(gpu, dtype, hidden, inter, topk, experts + redundant, bw, peak)
         if wide is not None:
             return wide
@@ -64,10 +68,11 @@ IN_NODE_EP = 8
 # E / ep of them: kvplan's SOL of the rank (touched local experts' bytes, 6 T k h i / ep FLOPs) is the EP 1 row's
 # SOL / ep, so with the row's η the rank takes the EP 1 row's time / ep. The table's EP rows instead time one rank
 # handed all T tokens (above): at EP 16 on B200 (SGLang and vLLM tables, DeepSeek-V3 shape, T = 16,384) they read
-# η 0.04, the EP 1 rows 0.20. Against aiconfigurator's measured SGLang 0.5.10 DeepEP MoE layer (its wide-EP tables,
-# not shipped; benchmarks/wide_ep_moe_check.py) the reading is optimistic: on B200 median −35 % (decode, 40 rows at
-# EP 16-256) and −42 % (prefill, 49 rows), where the EP rows were +71 % and +273 %; the measured layer carries
-# DeepEP's own per-layer work (a ~0.37 ms floor in normal mode) that no kernel row holds.
+# η 0.04, the EP 1 rows 0.20. Against SGLang 0.5.10's measured DeepEP MoE layer (moe_wideep.csv, which kvplan reads
+# first where it applies; benchmarks/wide_ep_moe_check.py) this reading is optimistic: on B200 median −35 % (decode, 40
+# rows at EP 16-256) and −42 % (prefill, 49 rows), where the EP rows were +71 % and +273 %; the measured layer carries
+# DeepEP's own per-layer work (a ~0.37 ms floor in normal mode) that no kernel row holds. So it serves only shapes
+# and GPUs neither the measured layer nor DeepGEMM's figures cover.
 DEEPEP_WITHOUT_DEEPGEMM = ("the MoE table's EP 1 rows at the instance's tokens, each expert at T k / E tokens as "
                            "DeepEP with EPLB gives it, the rank's time their time / ep (no DeepGEMM figure for "
                            "this GPU, expert shape or dtype)")
@@ -91,6 +96,55 @@ DEEPGEMM_GPUS = frozenset({"h100_sxm", "h800_sxm"})   # h800_sxm: the DeepSeek H
 # HBM (an assumption, said in the source; the kvplan-wide reading of a flat η on any card).
 TRANSFER_GPUS = {"h200_sxm": "H200"}
 H800_BW, H800_FP8 = 3.35e12, 1978e12
+
+
+WIDEEP_SOURCE = ("SGLang's DeepEP MoE layer measured on one rank of an EP world (aiconfigurator collector/wideep/"
+                 "sglang/collect_deepep_moe.py, wide-EP tables @095f58a, uniform routing)")
+
+
+@_memo
+def wideep_curve(tables: PerfTables, gpu: str, dtype: str, hidden: float, inter: float, topk: float, experts: float,
+                 ep: float, phase: str, bw: float, peak: float) -> Curve | None:
+    """η of one DeepEP rank's routed experts from SGLang's measured wide-EP MoE layer (``moe_wideep.csv``).
+
+    The rows (decode: DeepEP low-latency; prefill: DeepEP normal) time the MoE layer of one rank of an EP world of
+    ``moe_ep`` ranks fed the dispatch output it receives, ``num_tokens`` T the tokens entering the instance, uniform
+    routing (EPLB-balanced). Each row gives ``η = SOL / latency`` with kvplan's SOL of that rank, max((E / ep)(1 −
+    (1 − k / E)^T) × 3 h i × B / BW, 6 T k h i / ep / peak), so at a measured (T, ep) the rank's time is the row's.
+    An EP size between two measured ones takes η geometric in log(ep) between them at each T (as
+    :func:`_ep_interpolated`); beyond the measured EP sizes, the nearest. None where no row has this GPU, dtype,
+    phase and expert shape (hidden, inter, top-k, experts) exactly, or no EP beyond one node was measured."""
+    rows = tables.select("moe_wideep", gpu=gpu, backend="sglang")
+    if rows is None:
+        return None
+    sel = (rows["dtype"] == dtype) & (rows["phase"] == phase) & (rows["moe_ep"] > IN_NODE_EP)
+    for col, value in (("hidden_size", hidden), ("inter_size", inter), ("topk", topk), ("num_experts", experts)):
+        sel &= rows[col] == value
+    if not sel.any():
+        return None
+    rows = {k: v[sel] for k, v in rows.items()}
+    by_ep = {}
+    for e in np.unique(rows["moe_ep"]):
+        m = rows["moe_ep"] == e
+        t, lat = rows["num_tokens"][m], rows["latency_s"][m]
+        order = np.argsort(t)
+        t, lat = t[order], lat[order]
+        touched = experts / e * (1 - (1 - topk / experts) ** t)
+        sol = np.maximum(touched * 3 * hidden * inter * BYTES.get(dtype, 2.0) / bw, 6 * t * topk * hidden * inter / e / peak)
+        by_ep[float(e)] = Curve(tuple(map(float, t)), tuple(map(float, np.minimum(sol / lat, 1.0))), "")
+    eps = sorted(by_ep)
+    version = rows["backend_version"][0]
+    label = (f"{WIDEEP_SOURCE}: SGLang {version}, {dtype}, {phase}, h={hidden:g}, inter={inter:g}, top-{topk:g} of "
+             f"{experts:g}")
+    if ep <= eps[0] or ep >= eps[-1] or ep in by_ep:
+        near = min(eps, key=lambda e: abs(math.log(e / ep)))
+        c = by_ep[near]
+        return Curve(c.sizes, c.eta, f"{label}, EP {near:g}" + ("" if near == ep else f" (nearest measured to {ep:g})"))
+    lo, hi = max(e for e in eps if e < ep), min(e for e in eps if e > ep)
+    w = math.log(ep / lo) / math.log(hi / lo)
+    sizes = sorted(set(by_ep[lo].sizes) | set(by_ep[hi].sizes))
+    eta = [float(by_ep[lo](s)) ** (1 - w) * float(by_ep[hi](s)) ** w for s in sizes]
+    return Curve(tuple(sizes), tuple(eta), f"{label}, EP {ep:g} between the measured EP {lo:g} and {hi:g}")
 
 
 def deepgemm_curve(gpu: str, dtype: str, hidden: float, inter: float, topk: float, slots: float, bw: float,
@@ -174,4 +228,4 @@ def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dt
     return Curve(tuple(float(x) for x in sizes), tuple(float(x) for x in eta), source)
 
 
-__all__ = ["IN_NODE_EP", "DEEPEP_WITHOUT_DEEPGEMM", "deepgemm_curve", "moe_curve"]
+__all__ = ["IN_NODE_EP", "DEEPEP_WITHOUT_DEEPGEMM", "WIDEEP_SOURCE", "deepgemm_curve", "moe_curve", "wideep_curve"]

@@ -141,7 +141,8 @@ def columns(header_line: str, body: list[str] | str) -> dict[str, np.ndarray]:
 INDEX = "index.csv"
 INDEX_HEADER = "table,table_bytes,gpu,backend,backend_version,fourth,start,end"
 # The tables kvplan reads by GPU (the index covers them; gpus.csv, kernels.csv and sources.csv are read whole).
-INDEXED = ("gemm", "moe", "moe_a2a", "attention_decode", "attention_prefill", "mla_decode", "mla_prefill", "comm")
+INDEXED = ("gemm", "moe", "moe_a2a", "moe_wideep", "attention_decode", "attention_prefill", "mla_decode", "mla_prefill",
+           "comm")
 
 
 @lru_cache(maxsize=None)

@@ -228,46 +228,84 @@ def test_table_ep_rows_pay_for_every_token_of_the_instance():
 
 
 def test_wide_ep_moe_reads_deepgemm_in_node_ep_keeps_the_table():
-    """moe_curve: DeepEP dispatch beyond one 8-GPU node → DeepGEMM (on H200 its H800 η, transferred); EP 8 and
-    TensorRT-LLM's own all-to-all (dispatch "generic") keep the measured table rows."""
+    """moe_curve: DeepEP dispatch beyond one 8-GPU node → SGLang's measured DeepEP layer where measured (DeepSeek's
+    256 experts), DeepGEMM where only its figures apply (Kimi-K2's 384 experts of the same 7168 × 2048 shape; on
+    H200 its H800 η, transferred); EP 8 and TensorRT-LLM's own all-to-all (dispatch "generic") keep the measured
+    table rows."""
     tables = perfdb.load_default()
-    args = ("fp8_block", 7168, 2048, 8, 256, 1)
-    wide = perfdb.moe_curve(tables, "h100_sxm", "vllm", *args, 144, H100_BW, H100_FP8, dispatch="deepep", redundant=32)
-    assert "DeepGEMM" in wide.source and "/ 288" in wide.source
-    h200 = perfdb.moe_curve(tables, "h200_sxm", "vllm", *args, 144, H200_BW, H100_FP8, dispatch="deepep")
+    kimi = ("fp8_block", 7168, 2048, 8, 384, 1)
+    wide = perfdb.moe_curve(tables, "h100_sxm", "vllm", *kimi, 144, H100_BW, H100_FP8, dispatch="deepep", redundant=0)
+    assert "DeepGEMM" in wide.source and "/ 384" in wide.source
+    h200 = perfdb.moe_curve(tables, "h200_sxm", "vllm", *kimi, 144, H200_BW, H100_FP8, dispatch="deepep")
     assert "DeepGEMM" in h200.source and "transferred to H200" in h200.source
+    args = ("fp8_block", 7168, 2048, 8, 256, 1)
+    measured = perfdb.moe_curve(tables, "h100_sxm", "vllm", *args, 144, H100_BW, H100_FP8, dispatch="deepep",
+                                redundant=32)
+    assert "DeepEP MoE layer measured" in measured.source
+    assert "EP 144 between the measured EP 128 and 256" in measured.source
     for gpu, ep, dispatch in (("h100_sxm", 8, "deepep"), ("h100_sxm", 144, "generic"), ("h200_sxm", 8, "deepep")):
         bw = H100_BW if gpu == "h100_sxm" else H200_BW
         curve = perfdb.moe_curve(tables, gpu, "vllm", *args, ep, bw, H100_FP8, dispatch=dispatch)
-        assert "aiconfigurator" in curve.source
+        assert "aiconfigurator" in curve.source and "DeepEP MoE layer" not in curve.source
+
+
+def test_wideep_curve_returns_the_measured_layer_and_interpolates_in_log_ep():
+    """B200, decode (DeepEP low-latency), DeepSeek-V3's experts: at a measured (T, EP) the rank's SOL over η is the
+    row's latency (worked from the CSV row: SOL = max(E / ep touched × 3 h i × 1 B / BW, 6 T k h i / ep / peak));
+    EP 48 takes η^(1−w) η^w of EP 32 and EP 64 with w = ln(48/32) / ln 2; the prefill rows (DeepEP normal) are
+    another curve; another expert count or a GPU without the rows has none."""
+    tables = perfdb.load_default()
+    bw, peak = 8e12, 4500e12                         # hardware_cards/b200.yaml
+    shape = ("fp8_block", 7168, 2048, 8, 256)
+
+    def row(ep, phase="decode", t=4096):
+        (r,) = rows("moe_wideep", gpu="b200_sxm", phase=phase, moe_ep=ep, num_tokens=t)
+        return float(r["latency_s"])
+
+    def sol(t, ep):
+        touched = 256 / ep * (1 - (1 - 8 / 256) ** t)
+        return max(touched * EXPERT_PARAMS / bw, 6 * t * 8 * 7168 * 2048 / ep / peak)
+
+    c32 = perfdb.wideep_curve(tables, "b200_sxm", *shape, 32, "decode", bw, peak)
+    assert_allclose(sol(4096, 32) / c32(4096), row(32), rtol=1e-9)
+    c48 = perfdb.wideep_curve(tables, "b200_sxm", *shape, 48, "decode", bw, peak)
+    w = np.log(48 / 32) / np.log(2)
+    eta32, eta64 = sol(4096, 32) / row(32), sol(4096, 64) / row(64)
+    assert_allclose(c48(4096), eta32 ** (1 - w) * eta64 ** w, rtol=1e-9)
+    pre = perfdb.wideep_curve(tables, "b200_sxm", *shape, 32, "prefill", bw, peak)
+    assert_allclose(sol(4096, 32) / pre(4096), row(32, "prefill"), rtol=1e-9)
+    assert perfdb.wideep_curve(tables, "b200_sxm", "fp8_block", 7168, 2048, 8, 384, 32, "decode", bw, peak) is None
+    assert perfdb.wideep_curve(tables, "a100_sxm", *shape, 32, "decode", bw, peak) is None
 
 
 def test_wide_ep_without_deepgemm_reads_the_ep1_rows_split_over_the_ranks():
-    """B200 (no DeepGEMM figure): a DeepEP rank at EP 16 reads the table's EP 1 power-law row, every expert local at
-    T k / E tokens as DeepEP with EPLB gives it, and takes that row's measured time / 16. Worked from the CSV row
-    itself at T = 4,096: the rank's SOL is max(16 local experts touched × 3 h i × 1 B / BW, 6 T k h i / 16 / peak),
-    and SOL / η(T) is the row's latency / 16. On the table's EP rows (one rank handed all T tokens) the same rank
-    took at least twice as long."""
+    """B200 with an expert count neither SGLang's wide-EP rows nor DeepGEMM's figures cover (Kimi-K2's 384): a DeepEP
+    rank at EP 16 reads the table's EP 1 power-law row (the nearest measured shape, DeepSeek's 256 experts), every
+    expert local at T k / E tokens as DeepEP with EPLB gives it, and takes that row's measured time / 16. Worked from
+    the CSV row itself at T = 4,096: the rank's SOL is max(16 local experts touched × 3 h i × 1 B / BW,
+    6 T k h i / 16 / peak), and SOL / η(T) is the row's latency / 16. On the table's EP rows (one rank handed all T
+    tokens) the same rank took at least twice as long."""
     tables = perfdb.load_default()
     b200_bw, b200_fp8 = 8e12, 4500e12              # hardware_cards/b200.yaml
     (row,) = rows("moe", gpu="b200_sxm", backend="sglang", dtype="fp8_block", hidden_size=7168, num_experts=256,
                   moe_tp=1, moe_ep=1, distribution="power_law_1.01", num_tokens=4096)
-    curve = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 256, 1, 16, b200_bw,
+    curve = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 384, 1, 16, b200_bw,
                              b200_fp8, dispatch="deepep")
     assert "DEEPEP_WITHOUT_DEEPGEMM" in curve.source and "moe_ep 1" in curve.source
     touched = 256 / 16 * (1 - (1 - 8 / 256) ** 4096)
     sol = max(touched * EXPERT_PARAMS / b200_bw, 6 * 4096 * 8 * 7168 * 2048 / 16 / b200_fp8)
     assert_allclose(sol / curve(4096), float(row["latency_s"]) / 16, rtol=1e-9)
-    table_ep = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 256, 1, 16, b200_bw,
+    table_ep = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 384, 1, 16, b200_bw,
                                 b200_fp8, dispatch="table")
     assert sol / table_ep(4096) > 2 * sol / curve(4096)
 
 
 @pytest.mark.parametrize("dp", [16, 32, 144])
-def test_wide_ep_decode_experts_within_deepgemms_band_of_their_floor(dp):
-    """DeepSeek-V3 on H100, attention DP = EP, 92 sequences per rank: the routed-expert GEMMs take their
-    SOL (max of local weights / BW, rank FLOPs / peak) over an η inside DeepGEMM's measured 0.50–0.66,
-    never the table's EP32 rows (η ≈ 0.04 at these token counts)."""
+def test_wide_ep_decode_experts_within_the_measured_deepep_band(dp):
+    """DeepSeek-V3 on H100, attention DP = EP, 92 sequences per rank: the routed-expert GEMMs take their SOL (max of
+    local weights / BW, rank FLOPs / peak) over an η inside the band SGLang's measured DeepEP decode layer gives at the
+    measured EP sizes and token counts around (EP, 92 × EP) (worked from moe_wideep.csv's rows: η = the rank's SOL at
+    the row's EP / its latency), never the table's EP32 rows (η ≈ 0.04 at these token counts)."""
     from kvplan.calc.operators import OP_NAMES
     from kvplan.plans import deployment
 
@@ -283,7 +321,21 @@ def test_wide_ep_decode_experts_within_deepgemms_band_of_their_floor(dp):
     pairs = 92 * dp * 8 / dp
     sol = 58 * max(local * (1 - (1 - 8 / 256) ** (92 * dp)) * EXPERT_PARAMS / H100_BW,
                    2 * EXPERT_PARAMS * pairs / H100_FP8)
-    assert sol / 0.67 < t < sol / 0.49
+    measured = rows("moe_wideep", gpu="h100_sxm", phase="decode")
+    eps = sorted({int(r["moe_ep"]) for r in measured if int(r["moe_ep"]) > 8})
+    bracket = {max(e for e in eps if e <= dp) if dp >= eps[0] else eps[0], min(e for e in eps if e >= dp)}
+    tokens = sorted({int(r["num_tokens"]) for r in measured})
+    t_lo, t_hi = max(x for x in tokens if x <= 92 * dp), min(x for x in tokens if x >= 92 * dp)
+    band = []
+    for r in measured:
+        e, n = int(r["moe_ep"]), int(r["num_tokens"])
+        if e in bracket and n in (t_lo, t_hi):
+            row_sol = max(256 / e * (1 - (1 - 8 / 256) ** n) * EXPERT_PARAMS / H100_BW,
+                          6 * n * 8 * 7168 * 2048 / e / H100_FP8)
+            band.append(row_sol / float(r["latency_s"]))
+    assert len(band) >= 2
+    assert min(band) * (1 - 1e-9) <= sol / t <= max(band) * (1 + 1e-9)
+    assert sol / t > 0.2                              # the table's EP32 rows read η ≈ 0.04 here
 
 
 def test_mla_prefill_with_an_fp8_cache_reads_the_bf16_attention_rows_over_fp8_kv():

@@ -305,7 +305,11 @@ def merge_by_tp(by_tp: dict) -> OperatorEfficiencies:
     if len(by_tp) == 1:
         return first
     fields = ("attention_gemms", "mlp_gemms", "lm_head", "expert_gemms", "attention_decode", "attention_prefill")
-    return dataclasses.replace(first, **{f: ByTP({t: getattr(e, f) for t, e in by_tp.items()}) for f in fields})
+    merged = {f: ByTP({t: getattr(e, f) for t, e in by_tp.items()}) for f in fields}
+    if any(e.expert_gemms_prefill is not None for e in by_tp.values()):   # a TP without its own: its expert_gemms
+        merged["expert_gemms_prefill"] = ByTP({t: e.expert_gemms_prefill if e.expert_gemms_prefill is not None
+                                               else e.expert_gemms for t, e in by_tp.items()})
+    return dataclasses.replace(first, **merged)
 
 
 def weights_per_gpu(card: ModelCard, cost, tp, dp, expert_parallel: bool, redundant_experts: int = 0):
@@ -420,10 +424,13 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
         inter = card.moe.expert_params / (3 * card.hidden_size)
         gpus = tp * float(np.max(np.asarray(par.dp)))
         moe_tp, moe_ep = (1.0, gpus) if par.expert_parallel else (gpus, 1.0)
-        effs["expert_gemms"] = pick("expert GEMMs", perfdb.moe_curve(
-            tables, gpu, engine, moe_dtype, card.hidden_size, inter, cost.experts_per_token, cost.num_experts,
-            moe_tp, moe_ep, bw, peak_of(moe_dtype), dispatch=par.alltoall if par.expert_parallel else "table",
-            redundant=float(par.redundant_experts)))
+        moe_args = (tables, gpu, engine, moe_dtype, card.hidden_size, inter, cost.experts_per_token, cost.num_experts,
+                    moe_tp, moe_ep, bw, peak_of(moe_dtype))
+        moe_kw = dict(dispatch=par.alltoall if par.expert_parallel else "table", redundant=float(par.redundant_experts))
+        effs["expert_gemms"] = pick("expert GEMMs", perfdb.moe_curve(*moe_args, **moe_kw))
+        prefill = perfdb.moe_curve(*moe_args, **moe_kw, phase="prefill")
+        if prefill is not None and prefill is not effs["expert_gemms"] and prefill.source != effs["expert_gemms"].source:
+            effs["expert_gemms_prefill"] = pick("prefill expert GEMMs", prefill)
     else:
         effs["expert_gemms"] = flat
     group = card.layer_groups[0]
@@ -453,4 +460,5 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
                      f"{machine.eta_mem:g}, η_flops {machine.eta_flops:g} (flat)")
     return OperatorEfficiencies(effs["attention_gemms"], effs["mlp_gemms"], effs["lm_head"], effs["expert_gemms"],
                                 effs["attention_decode"], effs["attention_prefill"], base_s, per_seq_s,
-                                collectives, attention_peak_flops_per_s=attn_peak, router_gemms=effs["router_gemms"])
+                                collectives, attention_peak_flops_per_s=attn_peak, router_gemms=effs["router_gemms"],
+                                expert_gemms_prefill=effs.get("expert_gemms_prefill"))
