@@ -221,8 +221,8 @@ def test_table_ep_rows_pay_for_every_token_of_the_instance():
     about ×4, at ~30 TFLOPS of the rank's own work, where a DeepEP rank would get 1/32 of the pairs."""
     for backend in ("vllm", "sglang"):
         lat = {int(r["num_tokens"]): float(r["latency_s"]) for r in rows(
-            "moe", gpu="h100_sxm", backend=backend, dtype="fp8_block", hidden_size=7168, moe_tp=1, moe_ep=32,
-            distribution="balanced")}
+            "moe", gpu="h100_sxm", backend=backend, dtype="fp8_block", hidden_size=7168, num_experts=256, moe_tp=1,
+            moe_ep=32, distribution="balanced")}
         assert lat[16384] / lat[4096] > 3.5
         assert 6 * 16384 * 8 * 7168 * 2048 / 32 / lat[16384] < 50e12
 
@@ -280,19 +280,19 @@ def test_wideep_curve_returns_the_measured_layer_and_interpolates_in_log_ep():
 
 def test_wide_ep_without_deepgemm_reads_the_ep1_rows_split_over_the_ranks():
     """B200 with an expert count neither SGLang's wide-EP rows nor DeepGEMM's figures cover (Kimi-K2's 384): a DeepEP
-    rank at EP 16 reads the table's EP 1 power-law row (the nearest measured shape, DeepSeek's 256 experts), every
-    expert local at T k / E tokens as DeepEP with EPLB gives it, and takes that row's measured time / 16. Worked from
-    the CSV row itself at T = 4,096: the rank's SOL is max(16 local experts touched × 3 h i × 1 B / BW,
-    6 T k h i / 16 / peak), and SOL / η(T) is the row's latency / 16. On the table's EP rows (one rank handed all T
-    tokens) the same rank took at least twice as long."""
+    rank at EP 16 reads the table's EP 1 power-law row of Kimi-K2's own shape, every expert local at T k / E tokens
+    as DeepEP with EPLB gives it, and takes that row's measured time / 16. Worked from the CSV row itself at
+    T = 4,096: the rank's SOL is max(24 local experts touched × 3 h i × 1 B / BW, 6 T k h i / 16 / peak), and
+    SOL / η(T) is the row's latency / 16. On the table's EP rows (one rank handed all T tokens) the same rank took at
+    least twice as long."""
     tables = perfdb.load_default()
     b200_bw, b200_fp8 = 8e12, 4500e12              # hardware_cards/b200.yaml
-    (row,) = rows("moe", gpu="b200_sxm", backend="sglang", dtype="fp8_block", hidden_size=7168, num_experts=256,
+    (row,) = rows("moe", gpu="b200_sxm", backend="sglang", dtype="fp8_block", hidden_size=7168, num_experts=384,
                   moe_tp=1, moe_ep=1, distribution="power_law_1.01", num_tokens=4096)
     curve = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 384, 1, 16, b200_bw,
                              b200_fp8, dispatch="deepep")
-    assert "DEEPEP_WITHOUT_DEEPGEMM" in curve.source and "moe_ep 1" in curve.source
-    touched = 256 / 16 * (1 - (1 - 8 / 256) ** 4096)
+    assert "DEEPEP_WITHOUT_DEEPGEMM" in curve.source and "moe_ep 1" in curve.source and "of 384" in curve.source
+    touched = 384 / 16 * (1 - (1 - 8 / 384) ** 4096)
     sol = max(touched * EXPERT_PARAMS / b200_bw, 6 * 4096 * 8 * 7168 * 2048 / 16 / b200_fp8)
     assert_allclose(sol / curve(4096), float(row["latency_s"]) / 16, rtol=1e-9)
     table_ep = perfdb.moe_curve(tables, "b200_sxm", "sglang", "fp8_block", 7168, 2048, 8, 384, 1, 16, b200_bw,
