@@ -90,10 +90,11 @@ def test_day6_prefill_pool_within_25_percent_at_the_utilisation_ceiling():
 
 def test_day6_layout_on_h100_tables_both_pools_within_25_percent_of_published():
     """The same layout on h100-sxm's measured (aiconfigurator) kernel tables: the prefill pool and its input
-    tok/s per node land within 25% of DeepSeek's (88 nodes, 80.0k per node), and so does the decode pool (144
+    tok/s per node land within 25% of DeepSeek's (96 nodes, 73.3k per node), and so does the decode pool (162
     nodes against 131.4). Before the routed experts at EP > 8 read DeepGEMM's figures instead of the table's EP32
     rows, this was 312 / 504 nodes; before vLLM's eager-timed fp8_block GEMM rows were dropped for SGLang's
-    graph-timed DeepGEMM rows (kvplan/data/perf/README.md "Dropped"), the decode pool was 216 nodes."""
+    graph-timed DeepGEMM rows (kvplan/data/perf/README.md "Dropped"), the decode pool was 216 nodes; with DeepGEMM's
+    figures in place of SGLang's measured DeepEP layer (moe_wideep.csv), 88 / 144."""
     f, isl, osl, qps = _day6_inputs()
     row = plan_pd("deepseek-v3", "h100-sxm", system="hgx-h100-8", expert_parallel=True, prefill_tp=[1],
                   decode_tp=[1], prefill_dp=[32], decode_dp=[144], redundant_experts=32, qps=qps, isl=round(isl),
