@@ -110,7 +110,13 @@ def plan_command(
     cards: CardsOpt = None,
 ) -> None:
     """Instances, GPUs, batch, KV demand and p50/p90/p99 TTFT/TPOT for a workload; the binding constraint; scale-out."""
-    if concurrency is not None and trace is None and qps is None:
+    if concurrency is not None and qps is not None:
+        from kvplan.errors import InputError
+
+        raise InputError("--qps sets an arrival rate, which a closed loop (--concurrency) does not use",
+                         "drop --qps: --concurrency N keeps N requests in flight, each sent when one ends "
+                         "(as vllm bench serve --max-concurrency)")
+    if concurrency is not None and trace is None:
         qps = 1.0  # closed loop: the rate is not used, only the lengths
     workload = fleet_workload(
         trace=trace, qps=qps, isl=isl, osl=osl, arrival_cv=arrival_cv, turns=turns,

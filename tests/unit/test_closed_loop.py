@@ -76,6 +76,11 @@ def test_plan_concurrency_list_through_the_cli(invoke):
         assert rows[1][key] > 0, key
     bad = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", "0")
     assert bad.exit_code == 2 and "Error: --concurrency values must be whole numbers >= 1" in bad.stderr
+    # a rate has no meaning in a closed loop: an error, not a silently ignored option
+    both = invoke("plan", "llama-3.1-8b", "h100-sxm", "--qps", "5", "--isl", "1k", "--osl", "200", "--concurrency", "8")
+    assert both.exit_code == 2 and both.stdout == ""
+    assert "Error: --qps sets an arrival rate, which a closed loop (--concurrency) does not use" in both.stderr
+    assert "Hint: drop --qps" in both.stderr
 
 
 def test_closed_loop_chart_is_a_png(invoke, tmp_path):
