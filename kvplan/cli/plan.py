@@ -116,6 +116,11 @@ def plan_command(
         raise InputError("--qps sets an arrival rate, which a closed loop (--concurrency) does not use",
                          "drop --qps: --concurrency N keeps N requests in flight, each sent when one ends "
                          "(as vllm bench serve --max-concurrency)")
+    if concurrency is not None and gpu_cost is not None:
+        from kvplan.errors import InputError
+
+        raise InputError("--gpu-cost prices a fleet plan; the closed loop (--concurrency) replays one deployment "
+                         "and prices nothing", "drop --gpu-cost, or plan a rate (--qps or --trace) to compare costs")
     if concurrency is not None and trace is None:
         qps = 1.0  # closed loop: the rate is not used, only the lengths
     workload = fleet_workload(

@@ -81,6 +81,9 @@ def test_plan_concurrency_list_through_the_cli(invoke):
     assert both.exit_code == 2 and both.stdout == ""
     assert "Error: --qps sets an arrival rate, which a closed loop (--concurrency) does not use" in both.stderr
     assert "Hint: drop --qps" in both.stderr
+    priced = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--concurrency", "8",
+                    "--gpu-cost", "h100-sxm=2.4")
+    assert priced.exit_code == 2 and "Error: --gpu-cost prices a fleet plan" in priced.stderr
 
 
 def test_closed_loop_chart_is_a_png(invoke, tmp_path):
