@@ -70,6 +70,11 @@ def _command(before: str, name: str) -> str:
     return " ".join(before[i:end].replace("\\\n", " ").split())
 
 
+def _first(before: str, names: tuple[str, ...]) -> str:
+    """The first of ``names`` (the spellings the pages use for one command) found before a result block."""
+    return next((c for c in (_command(before, n) for n in names) if c), "")
+
+
 def runs(root: Path, commit: str, page: str):
     text = (root / "docs" / "autoregressive" / page).read_text(encoding="utf-8")
     url = f"https://github.com/sgl-project/sgl-cookbook/blob/{commit}/docs/autoregressive/{page}"
@@ -77,12 +82,11 @@ def runs(root: Path, commit: str, page: str):
     env = text[text.find("### 5.1 Speed Benchmark"):]
     for m in re.finditer(r"=+ Serving Benchmark Result =+", text):
         before = text[:m.start()]
-        client = _command(before, "python -m sglang.bench_serving") or _command(before, "python3 -m sglang.bench_serving") \
-            or _command(before, "sglang serve \\\n  --backend")
-        client = client or _command(before, "--backend sglang")
+        client = _first(before, ("python -m sglang.bench_serving", "python3 -m sglang.bench_serving",
+                                 "sglang serve \\\n  --backend"))
         if "--dataset-name random" not in client:
             continue
-        serve = _command(before, "python -m sglang.launch_server") or _command(before, "sglang serve \\\n  --model-path")
+        serve = _first(before, ("python -m sglang.launch_server", "sglang serve \\\n  --model-path"))
         lengths = re.search(r"--random-input-len (\d+) --random-output-len (\d+)", client)
         prompts = re.search(r"--num-prompts (\d+)", client)
         b = _block(text[m.start():m.start() + 3000])

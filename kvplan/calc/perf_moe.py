@@ -28,7 +28,7 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
     Where neither does (another GPU, expert shape or dtype), such a rank reads the table's EP 1 rows
     (:data:`DEEPEP_WITHOUT_DEEPGEMM`).
     """
-    deepep = dispatch == "deepep" and moe_tp == 1 and moe_ep > IN_NODE_EP
+    deepep = deepep_beyond_node(dispatch, moe_tp, moe_ep)
     if deepep:
         wide = wideep_curve(tables, gpu, dtype, hidden, inter, topk, experts, moe_ep, phase, bw, peak)
         if wide is not None:
@@ -62,6 +62,12 @@ def moe_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, hidden: flo
 # Beyond a node the engines dispatch with DeepEP (vllm --all2all-backend deepep_*, sglang --moe-a2a-backend
 # deepep), each rank receives only its own (token, expert) pairs, and the experts run DeepGEMM.
 IN_NODE_EP = 8
+
+
+def deepep_beyond_node(dispatch: str, moe_tp: float, moe_ep: float) -> bool:
+    """Whether the routed experts are dispatched by DeepEP across nodes (pure EP beyond one 8-GPU node): the only
+    case whose expert efficiency depends on the phase (:func:`wideep_curve`: low-latency decode, normal prefill)."""
+    return dispatch == "deepep" and moe_tp == 1 and moe_ep > IN_NODE_EP
 # A DeepEP rank beyond one node on a GPU, expert shape or dtype DeepGEMM's figures do not cover reads the MoE table's
 # EP 1 rows (every expert local, moe_ep 1) at the instance's tokens, not its EP rows. Under DeepEP with EPLB each of
 # the E experts receives T k / E of the T tokens entering the layer, as in an EP 1 row at T tokens, and a rank runs
@@ -228,4 +234,4 @@ def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dt
     return Curve(tuple(float(x) for x in sizes), tuple(float(x) for x in eta), source)
 
 
-__all__ = ["IN_NODE_EP", "DEEPEP_WITHOUT_DEEPGEMM", "WIDEEP_SOURCE", "deepgemm_curve", "moe_curve", "wideep_curve"]
+__all__ = ["IN_NODE_EP", "deepep_beyond_node", "DEEPEP_WITHOUT_DEEPGEMM", "WIDEEP_SOURCE", "deepgemm_curve", "moe_curve", "wideep_curve"]

@@ -94,8 +94,8 @@ def group_gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, gemm
 
 
 # The MoE curves (kvplan.calc.perf_moe), imported on first use: a dense model's command does not load them.
-_MOE = ("moe_curve", "deepgemm_curve", "wideep_curve", "IN_NODE_EP", "DEEPGEMM_SOURCE", "DEEPGEMM_GPUS",
-        "TRANSFER_GPUS")
+_MOE = ("moe_curve", "deepgemm_curve", "wideep_curve", "deepep_beyond_node", "IN_NODE_EP", "DEEPGEMM_SOURCE",
+        "DEEPGEMM_GPUS", "TRANSFER_GPUS")
 
 
 def __getattr__(name: str):

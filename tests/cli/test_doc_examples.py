@@ -45,6 +45,13 @@ def _same(value: float, page_figure: str, scale: float = 1.0) -> bool:
     return _printed(value, page_figure, scale) == page_figure
 
 
+def _assert_pd_row(row: dict, xpyd: str, gpus: str, ttft: str, tpot: str, pct: str, ttft_scale: float) -> None:
+    """A pd row's xPyD (or N × TPk), GPUs and TTFT / TPOT at percentile ``pct`` as the page writes them (TTFT × ttft_scale,
+    TPOT in ms)."""
+    assert (row["xpyd"], row["total_gpus"]) == (xpyd.replace(" × ", "×"), int(gpus)), row["mode"]
+    assert _same(row[f"ttft_{pct}_s"], ttft, ttft_scale) and _same(row[f"tpot_{pct}_s"], tpot, 1e3), row["mode"]
+
+
 def _json(invoke, monkeypatch, *args: str) -> list[dict]:
     monkeypatch.chdir(ROOT)
     result = invoke(*args, "--format", "json")
@@ -112,10 +119,8 @@ def test_mooncake_pd_page_recommendation(invoke, monkeypatch):
     disagg, agg = _json(invoke, monkeypatch, "pd", "llama-3.1-70b", "h100-sxm", "--system", "hgx-h100-8",
                         "--trace", MOONCAKE, "--ttft", "p99<=10s", "--tpot", "p99<=100ms", "--perf-model", "roofline",
                         "--no-sensitivity")
-    assert (disagg["xpyd"], disagg["total_gpus"]) == (xpyd, int(gpus))
-    assert _same(disagg["ttft_p99_s"], ttft) and _same(disagg["tpot_p99_s"], tpot, 1e3)
-    assert (agg["xpyd"], agg["total_gpus"]) == (agg_xpyd.replace(" × ", "×"), int(agg_gpus))
-    assert _same(agg["ttft_p99_s"], agg_ttft) and _same(agg["tpot_p99_s"], agg_tpot, 1e3)
+    _assert_pd_row(disagg, xpyd, gpus, ttft, tpot, "p99", 1.0)
+    _assert_pd_row(agg, agg_xpyd, agg_gpus, agg_ttft, agg_tpot, "p99", 1.0)
 
 
 # --- Azure conversation trace, Llama-3.1-8B on one H100 -----------------------------------------------------
@@ -147,11 +152,9 @@ def test_distserve_page_calibrated_plan(invoke, monkeypatch):
                         "--isl", "512", "--osl", "64", "--ttft", "p90<=0.4s", "--tpot", "p90<=0.04s",
                         "--prefill-tp", "1", "--decode-tp", "1", "--eta-flops", "0.369", "--eta-mem", "0.485",
                         "--no-sensitivity")
-    assert (disagg["xpyd"], disagg["total_gpus"]) == (xpyd, int(gpus))
+    _assert_pd_row(disagg, xpyd, gpus, ttft, tpot, "p90", 1e3)
     assert disagg["binding_constraint"] == "prefill_utilization"
-    assert _same(disagg["ttft_p90_s"], ttft, 1e3) and _same(disagg["tpot_p90_s"], tpot, 1e3)
-    assert (agg["xpyd"], agg["total_gpus"]) == (agg_xpyd.replace(" × ", "×"), int(agg_gpus))
-    assert _same(agg["ttft_p90_s"], agg_ttft, 1e3) and _same(agg["tpot_p90_s"], agg_tpot, 1e3)
+    _assert_pd_row(agg, agg_xpyd, agg_gpus, agg_ttft, agg_tpot, "p90", 1e3)
 
 
 # --- DeepSeek-V3 day 6 on H800 ------------------------------------------------------------------------------

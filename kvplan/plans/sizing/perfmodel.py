@@ -428,9 +428,10 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
                     moe_tp, moe_ep, bw, peak_of(moe_dtype))
         moe_kw = dict(dispatch=par.alltoall if par.expert_parallel else "table", redundant=float(par.redundant_experts))
         effs["expert_gemms"] = pick("expert GEMMs", perfdb.moe_curve(*moe_args, **moe_kw))
-        prefill = perfdb.moe_curve(*moe_args, **moe_kw, phase="prefill")
-        if prefill is not None and prefill is not effs["expert_gemms"] and prefill.source != effs["expert_gemms"].source:
-            effs["expert_gemms_prefill"] = pick("prefill expert GEMMs", prefill)
+        if perfdb.deepep_beyond_node(moe_kw["dispatch"], moe_tp, moe_ep):      # prefill: DeepEP's normal mode
+            prefill = perfdb.moe_curve(*moe_args, **moe_kw, phase="prefill")
+            if prefill is not None and prefill.source != effs["expert_gemms"].source:
+                effs["expert_gemms_prefill"] = pick("prefill expert GEMMs", prefill)
     else:
         effs["expert_gemms"] = flat
     group = card.layer_groups[0]
