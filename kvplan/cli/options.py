@@ -325,7 +325,7 @@ FLAG_RANGES: dict[str, tuple[float, float, bool]] = {
     "max_num_seqs": (1, 1 << 20, _CLOSED), "max_num_batched_tokens": (1, 1 << 32, _CLOSED),
     "block_size": (1, 1 << 20, _CLOSED), "pp": (1, 1024, _CLOSED), "ep": (1, 1 << 16, _CLOSED),
     "tp": (1, 1 << 16, _CLOSED), "seed": (0, 2**32 - 1, _CLOSED), "sample": (1, 10_000_000, _CLOSED),
-    "sim_requests": (1, MAX_SIM_REQUESTS, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
+    "sim_requests": (1, MAX_SIM_REQUESTS, _CLOSED), "warmup_requests": (0, MAX_SIM_REQUESTS, _CLOSED), "turns": (1, 10_000, _CLOSED), "spec_k": (1, 64, _CLOSED),
     "nodes": (1, 100_000, _CLOSED), "rag_docs": (1, 100_000_000, _CLOSED), "prefill_instances": (1, 100_000, _CLOSED),
     "decode_instances": (1, 100_000, _CLOSED), "max_gpus": (1, 10_000_000, _CLOSED), "hash_blocks": (1, 1 << 20, _CLOSED),
     "gpu_memory_utilization": (0, 1, _OPEN), "eta_mem": (MIN_EFFICIENCY, 1, _CLOSED),

@@ -76,6 +76,7 @@ class SimConfig:
     warmup_fraction: float = 0.05   # measured: requests arriving after this share …
     cooldown_fraction: float = 0.0  # … and before the last share (the system fills up and drains)
     concurrency: int | None = None  # closed loop: this many requests in flight, the next sent when one ends
+    closed_spread_s: float = 0.0    # closed loop: the first C sent evenly over this span, not all at t = 0
     prefill_first: bool = False     # a step with prompt tokens carries no decodes (SGLang; vLLM V0 unchunked)
     split_prompts: bool = True      # prompts chunked across steps (chunked prefill); else whole prompts only
     kv_policy: str = "reserve"      # KV admission and preemption (:data:`KV_POLICIES`, module docstring)

@@ -28,8 +28,9 @@ The first ``warmup_fraction`` and last ``cooldown_fraction`` of requests (by arr
 but left out of the statistics: the fleet starts empty and drains at the end.
 
 Closed loop (``SimConfig.concurrency`` = C, as ``vllm bench serve --max-concurrency C``): the given
-arrival times are ignored; C requests are sent at t = 0 and each later one the moment an earlier
-one ends (no think time), so C are in flight until the last C drain.
+arrival times are ignored; C requests are sent at t = 0 (or, with ``SimConfig.closed_spread_s`` > 0, the k-th of
+them at k × spread / C: the steady state of a mixed-step engine, :func:`kvplan.plans.fleet.closed.closed_loop`) and
+each later one the moment an earlier one ends (no think time), so C are in flight until the last C drain.
 
 Prefill-first scheduling (``SimConfig.prefill_first``, SGLang's default and vLLM V0 without chunked
 prefill): while an admitted prompt is waiting, a step carries prompt tokens only (up to
@@ -68,7 +69,8 @@ def simulate(arrival_s, isl, osl, kv_bytes, steps: StepModel, config: SimConfig,
     closed = config.concurrency
     if closed is not None:  # closed loop (vllm bench serve --max-concurrency): the first C at t = 0, the rest on finishes
         arrival[:] = math.inf
-        arrival[:min(closed, arrival.size)] = entry_delay
+        first = min(closed, arrival.size)
+        arrival[:first] = entry_delay + np.arange(first) * (float(config.closed_spread_s) / max(first, 1))
     sent = [min(closed or 0, arrival.size)]
     prompt_a = np.maximum(np.asarray(isl, dtype=np.int64), 1)
     output_a = np.maximum(np.asarray(osl, dtype=np.int64), 1)

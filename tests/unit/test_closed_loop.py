@@ -247,3 +247,84 @@ def test_median_itl_is_the_tpot_for_one_request_at_a_time(llama8b):
     # alone, a request's gaps are its own decode steps, one run: every gap is its mean step, which is its TPOT
     row = run(llama8b, 1, n=50)
     assert row["itl_p50_s"] == pytest.approx(row["tpot_p50_s"], rel=1e-9)
+
+
+# ------------------------------------------------------------------ vLLM's closed loop: requests spread over a lifetime
+
+def test_vllm_fixed_length_runs_spread_their_requests_over_a_lifetime(llama8b):
+    # C = 8 fixed-length 1000/200 requests, 400 sent, vLLM (mixed steps). In waves (spread=False) the 8 prompts
+    # share one step: every TTFT is d + the step of 8 × 1000 prompt tokens, more than d + 7 t_p (t_p: one
+    # 1000-token prefill from scratch; d: vLLM's prefill dispatch, 32 × 0.8 ms). Spread (the default) one request
+    # arrives at a time among 7 decoders: TTFT = d + its own prompt step, which carries the decoders too, so
+    # d + t_p ≤ TTFT p50 ≤ d + t_p + 2 decode steps (batch 8, mean context 1,100). Its decode steps carry
+    # the other 7 requests' prompts over its life: one decode step ≤ TPOT ≤ the step + 8 t_p / 199.
+    t_p, d = _one_prompt_step(llama8b, 1000), 32 * 0.8e-3
+    step = float(llama8b.steps.decode_s(8, 1100))
+    waves = closed_loop(llama8b, np.full(400, 1000), np.full(400, 200), 8, 1, 400, spread=False)
+    spread = closed_loop(llama8b, np.full(400, 1000), np.full(400, 200), 8, 1, 400)
+    assert waves["scheduler"] == spread["scheduler"] == "mixed"
+    assert waves["ttft_p50_s"] > d + 7 * t_p
+    assert d + t_p <= spread["ttft_p50_s"] <= d + t_p + 2 * step
+    assert step <= spread["tpot_p50_s"] <= step + 8 * t_p / 199
+    assert waves["tpot_p50_s"] == pytest.approx(step, rel=0.02)  # lock step: no prompt in a decoder's step
+    assert spread["littles_law_concurrency"] == pytest.approx(8, rel=0.05)
+
+
+def test_a_burst_and_a_prefill_first_engine_keep_their_waves(llama8b):
+    # all requests sent at once (N = C) have no steady state to spread into; SGLang gathers late prompts into the
+    # wave (prefill-first), so its default is the wave either way
+    burst = closed_loop(llama8b, np.full(8, 1000), np.full(8, 200), 8, 1, 8)
+    assert burst == closed_loop(llama8b, np.full(8, 1000), np.full(8, 200), 8, 1, 8, spread=False)
+    sglang = resolve("llama-3.1-8b", "h100-sxm", parallel=Parallelism(tp=1), engine=EngineSettings(engine="sglang"))
+    default = closed_loop(sglang, np.full(80, 1000), np.full(80, 200), 8, 1, 80)
+    assert default == closed_loop(sglang, np.full(80, 1000), np.full(80, 200), 8, 1, 80, spread=False)
+    assert default["ttft_p50_s"] != closed_loop(sglang, np.full(80, 1000), np.full(80, 200), 8, 1, 80,
+                                                spread=True)["ttft_p50_s"]
+
+
+def test_warm_up_requests_are_left_out_of_the_latencies(llama8b):
+    # one request at a time, each alone on the engine: the 5 warm-up requests (4,000-token prompts) leave the
+    # TTFT and TPOT figures, which are then those of the 5 1,000-token requests run on their own (on one step
+    # table: by default each run tabulates its steps at its own mean context)
+    from kvplan.sim import build_step_model
+    isl = np.array([4000] * 5 + [1000] * 5)
+    osl = np.full(10, 100)
+    dep = llama8b
+    steps = build_step_model(dep.cost, dep.machine, dep.tp, dep.engine.chunk_tokens + dep.engine.max_num_seqs,
+                             1050.0, steps=dep.steps)
+    warm = closed_loop(dep, isl, osl, 1, 1, 10, warmup=5, steps=steps)
+    alone = closed_loop(dep, isl[5:], osl[5:], 1, 1, 5, steps=steps)
+    for key in ("ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "itl_mean_s"):
+        assert warm[key] == pytest.approx(alone[key], rel=1e-9), key
+    assert closed_loop(dep, isl, osl, 1, 1, 10, steps=steps)["ttft_mean_s"] > 1.5 * alone["ttft_mean_s"]
+
+
+@pytest.mark.parametrize("warmup", [-1, 10, 2.5, True])
+def test_bad_warm_up_is_an_input_error(llama8b, warmup):
+    from kvplan.errors import InputError
+    with pytest.raises(InputError, match="warm-up requests must be a whole number from 0 to 9"):
+        closed_loop(llama8b, np.full(10, 100), np.full(10, 10), 2, 1, 10, warmup=warmup)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--concurrency", "1,8", "--warmup-requests", "600"),
+     "warm-up requests must be a whole number from 0 to 499 (got 600): the run sends 500 requests"),
+    (("--concurrency", "8", "--warmup-requests", "-3"), "--warmup-requests must be >= 0 (got -3)"),
+    (("--qps", "1", "--warmup-requests", "3"), "--warmup-requests counts a closed loop's warm-up requests"),
+])
+def test_bad_warm_up_through_the_cli_is_an_error_before_any_replay(invoke, args, message):
+    res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--tp", "1", *args)
+    assert res.exit_code == 2 and res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert lines[0] == f"Error: {message}" and lines[1].startswith("Hint: ")
+
+
+def test_warm_up_and_phases_are_stated_in_the_cli_output(invoke, tmp_path):
+    out = tmp_path / "curve.json"
+    res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--tp", "1", "--concurrency", "4",
+                 "--sim-requests", "120", "--warmup-requests", "8", "-o", out)
+    assert res.exit_code == 0, res.stderr
+    row = json.loads(out.read_text())[0]
+    assert row["warmup_requests"] == 8 and row["phases"] == "spread" and row["requests"] == 120
+    assert "the first 8 requests left out of TTFT and TPOT" in res.stderr
+    assert "closed-loop phases: the first C sent evenly over one request's lifetime" in res.stderr
