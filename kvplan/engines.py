@@ -74,7 +74,8 @@ PROFILES: dict[str, EngineProfile] = {
     # transformers 5.x, measured with 5.24 (tests/validation): MLA caches the compressed latent
     # (modeling_deepseek_v3.py: "Cache read / write is performed while latent KV is still
     # compressed"); Falcon's new decoder architecture broadcasts K/V to every query head before
-    # caching (modeling_falcon.py: _split_heads); Qwen3-Next keeps the whole conv kernel and an
+    # caching (modeling_falcon.py: _split_heads; 5.25 caches num_kv_heads instead, so the validation extra
+    # installs transformers < 5.25, pyproject.toml); Qwen3-Next keeps the whole conv kernel and an
     # fp32 recurrent state (cache_utils.py, modeling_qwen3_next.py).
     "hf": EngineProfile(
         name="hf", budget="all_free", block_size=None, mla_decompressed=False,
