@@ -350,3 +350,19 @@ def test_mla_prefill_with_an_fp8_cache_reads_the_bf16_attention_rows_over_fp8_kv
     curve = perfdb.prefill_attention_curve(tables, "h100_sxm", "vllm", "fp8", True, 128, 128, 192, H100_BW, H100_FP8)
     assert_allclose(curve(4096), 2 * 128 * 320 * 4096 * 4097 / 2 / H100_FP8 / float(r["latency_s"]), rtol=1e-12)
     assert "prefill attention bf16, KV fp8" in curve.source
+
+
+def test_trtllm_runs_mxfp4_experts_with_mxfp8_activations_on_blackwell():
+    # TensorRT-LLM examples/models/core/gpt_oss/README.md, "MoE Support Matrix": mxfp4 weights take bf16
+    # activations on Hopper and mxfp8 on Blackwell, so its B200 expert GEMMs read aiconfigurator's
+    # w4a8_mxfp4_mxfp8 kernel table; vLLM (default not established) and Hopper keep W4A16
+    from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
+
+    def expert_source(hardware, engine):
+        dep = resolve("gpt-oss-120b", hardware, parallel=Parallelism(tp=1), engine=EngineSettings(engine=engine))
+        notes = " ".join(dep.step_notes)
+        return notes[notes.index("expert GEMMs:"):].split(" MoE ")[0]
+
+    assert expert_source("b200", "trtllm").endswith("w4a8_mxfp4_mxfp8")
+    assert expert_source("b200", "vllm").endswith("w4a16_mxfp4")
+    assert expert_source("h200", "trtllm").endswith("w4a16_mxfp4")
