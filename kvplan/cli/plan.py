@@ -99,6 +99,7 @@ def plan_command(
     concurrency: ConcurrencyOpt = None,
     instances: Annotated[int, typer.Option("--instances", help="Closed loop: instances behind the router.")] = 1,
     warmup_requests: Annotated[Optional[int], typer.Option("--warmup-requests", help="Closed loop: the first N requests left out of TTFT and TPOT (AIPerf --warmup-request-count).")] = None,
+    phases: Annotated[Optional[str], typer.Option("--phases", help="Closed loop of fixed lengths: waves (the C requests in lock step) or spread (at every phase of their life); default auto: the engine's (docs/closed-loop.md).")] = None,
     chart: ChartOpt = None,
     simulate: Annotated[Optional[bool], typer.Option("--simulate/--no-simulate", help="Size the fleet by its own discrete-event replay (default: on with --trace).")] = None,
     sim_requests: Annotated[Optional[int], typer.Option("--sim-requests", help="Requests to simulate, at most 100,000 (default: the whole trace up to its first 100,000, or 10000).")] = None,
@@ -122,6 +123,11 @@ def plan_command(
 
         raise InputError("--gpu-cost prices a fleet plan; the closed loop (--concurrency) replays one deployment "
                          "and prices nothing", "drop --gpu-cost, or plan a rate (--qps or --trace) to compare costs")
+    if phases is not None and concurrency is None:
+        from kvplan.errors import InputError
+
+        raise InputError("--phases sets how a closed loop's requests settle (--concurrency)",
+                         "add --concurrency N, or drop --phases")
     if warmup_requests is not None and concurrency is None:
         from kvplan.errors import InputError
 
@@ -158,7 +164,7 @@ def plan_command(
     answer = fleet_answer(model, hardware, workload, slos, settings,
                           concurrency=closed, instances=instances, tps=tps, pps=pps, dps=dps,
                           expert_parallel=enable_expert_parallel or None, redundant_experts=ep_redundant_experts,
-                          warmup_requests=warmup_requests or 0,
+                          warmup_requests=warmup_requests or 0, phases=phases,
                           scale=() if closed else _float_list(scale), simulate=simulate, sim_requests=sim_requests,
                           seed=seed, max_gpus=max_gpus, max_utilization=max_utilization,
                           allow_long_context=allow_long_context, system=system,

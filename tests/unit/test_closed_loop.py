@@ -311,6 +311,8 @@ def test_bad_warm_up_is_an_input_error(llama8b, warmup):
      "warm-up requests must be a whole number from 0 to 499 (got 600): the run sends 500 requests"),
     (("--concurrency", "8", "--warmup-requests", "-3"), "--warmup-requests must be >= 0 (got -3)"),
     (("--qps", "1", "--warmup-requests", "3"), "--warmup-requests counts a closed loop's warm-up requests"),
+    (("--concurrency", "8", "--phases", "lockstep"), "--phases 'lockstep' is not one of auto, waves, spread"),
+    (("--qps", "1", "--phases", "waves"), "--phases sets how a closed loop's requests settle (--concurrency)"),
 ])
 def test_bad_warm_up_through_the_cli_is_an_error_before_any_replay(invoke, args, message):
     res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--tp", "1", *args)
@@ -328,3 +330,18 @@ def test_warm_up_and_phases_are_stated_in_the_cli_output(invoke, tmp_path):
     assert row["warmup_requests"] == 8 and row["phases"] == "spread" and row["requests"] == 120
     assert "the first 8 requests left out of TTFT and TPOT" in res.stderr
     assert "closed-loop phases: the first C sent evenly over one request's lifetime" in res.stderr
+
+
+def test_phases_can_be_chosen_through_the_cli(invoke, tmp_path):
+    # vLLM spreads by default; --phases waves replays the same run in lock-step waves, whose first tokens wait for
+    # the whole wave's prefill (the closed forms: test_vllm_fixed_length_runs_spread_their_requests_over_a_lifetime)
+    rows = {}
+    for phases in ("waves", "spread"):
+        out = tmp_path / f"{phases}.json"
+        res = invoke("plan", "llama-3.1-8b", "h100-sxm", "--isl", "1k", "--osl", "200", "--tp", "1", "--concurrency",
+                     "8", "--sim-requests", "160", "--phases", phases, "-o", out)
+        assert res.exit_code == 0, res.stderr
+        assert f"(--phases {phases})" in res.stderr
+        rows[phases] = json.loads(out.read_text())[0]
+    assert rows["waves"]["phases"] == "waves" and rows["spread"]["phases"] == "spread"
+    assert rows["waves"]["ttft_p50_s"] > 3 * rows["spread"]["ttft_p50_s"]

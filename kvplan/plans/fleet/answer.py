@@ -51,7 +51,7 @@ def answer(model, hardware, workload, slos, settings, *, concurrency: list[int] 
            tps=None, pps=None, scale=(), simulate=None, sim_requests=None, seed: int = 0, max_gpus=None,
            max_utilization: float = 0.9, allow_long_context: bool = False, system=None, gpu_cost=None,
            cards: tuple = (), dps=None, expert_parallel=None, redundant_experts=None,
-           warmup_requests: int = 0) -> PlanAnswer:
+           warmup_requests: int = 0, phases: str | None = None) -> PlanAnswer:
     """The fleet plan for ``workload`` (open loop), or its closed-loop replay when ``concurrency`` is given."""
     if concurrency is not None:
         from kvplan.plans.fleet.closed import closed_loop_result
@@ -60,7 +60,8 @@ def answer(model, hardware, workload, slos, settings, *, concurrency: list[int] 
                                                    tps=tps, pps=pps, engine=settings, system=system,
                                                    requests=sim_requests, seed=seed, cards=cards, dps=dps,
                                                    expert_parallel=expert_parallel,
-                                                   redundant_experts=redundant_experts, warmup=warmup_requests))
+                                                   redundant_experts=redundant_experts, warmup=warmup_requests,
+                                                   phases=phases))
     from kvplan.plans.fleet.plan import plan
 
     fleet = plan(model, hardware, workload, slos, None, settings, tps=tps, pps=pps, scale=list(scale),

@@ -73,6 +73,7 @@ SCHEDULES = {
 # 154 ms at C = 8, 188 at 16, 250 at 32), well under the one-wave prefill of 8 × 1,024 tokens. Its SGLang and
 # TensorRT-LLM runs agree with waves (docs/closed-loop.md, "aiconfigurator's measured runs").
 SPREAD_PHASES = {"vllm": True, "sglang": False, "trtllm": False}
+PHASES = {None: None, "auto": None, "waves": False, "spread": True}  # kvplan plan --phases
 
 
 def closed_loop_check(concurrency) -> None:
@@ -173,6 +174,15 @@ def closed_loop(dep, isl, osl, concurrency: int, instances: int = 1, requests: i
     return row
 
 
+def _phases_note(used: str, asked: str | None, engine: str) -> str:
+    what = ("the first C sent evenly over one request's lifetime, each prompt meeting C − 1 decoders"
+            if used == "spread" else "all C sent at t = 0, so a fixed-length run keeps its waves")
+    if PHASES.get(asked) is not None:
+        return f"{what} (--phases {asked})"
+    return (f"{what}: {engine}'s default, as its measured closed loops settle (docs/closed-loop.md); "
+            "--phases waves|spread to compare")
+
+
 def requests_sent(concurrency: int, requests: int | None) -> int:
     """The requests a closed loop sends: ``requests``, else 10 C within 500 … 5,000."""
     return requests or int(min(max(10 * concurrency, 500), 5000))
@@ -216,7 +226,7 @@ KV_NOTES = {  # the closed loop's note on its KV policy (kvplan.sim.config)
 def closed_loop_result(model, hardware, workload, concurrency, *, instances: int = 1, tps=None, pps=None,
                        engine=None, system=None, requests: int | None = None, seed: int = 0, cards=(), dps=None,
                        expert_parallel: bool | None = None, redundant_experts: int | None = None,
-                       warmup: int = 0):
+                       warmup: int = 0, phases: str | None = None):
     """``kvplan plan --concurrency C1,C2,…``: one closed-loop row per C (module docstring) as a Result.
 
     The deployment is the given TP (one value), else the smallest TP in {1, 2, 4, 8} (within the
@@ -262,7 +272,11 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
     if dep is None:
         raise InputError(f"no usable TP among {', '.join(map(str, choices))}", "pass --tp")
     sample = workload.replay(requests or 5000, seed)
-    rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests, warmup=warmup) for c in concurrency]
+    if phases not in PHASES:
+        raise InputError(f"--phases {ascii(phases)} is not one of {', '.join(k for k in PHASES if k)}",
+                         "auto (the engine's default), waves or spread")
+    rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests, warmup=warmup,
+                        spread=PHASES[phases]) for c in concurrency]
     notes = [*dep.notes, *dep.step_notes, *notes,
              f"closed loop: C requests in flight, the next sent when one ends (vllm bench serve --max-concurrency); "
              f"{instances} instance(s) of tp={dep.tp}" + (f" pp={dep.pp}" if dep.pp > 1 else "")
@@ -272,11 +286,7 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
              f"closed-loop scheduler: {rows[0]['scheduler']} ({engine.engine}'s default: "
              + ("a prompt batch runs on its own, decoders wait" if rows[0]["scheduler"].startswith("prefill-first")
                 else "decoders and prompt chunks share each step") + f", {dep.engine.chunk_tokens:,} tokens a step)",
-             "closed-loop phases: " + ("the first C sent evenly over one request's lifetime, the steady state "
-                                       f"{engine.engine}'s measured closed loops settle into, each prompt meeting "
-                                       "C − 1 decoders (docs/closed-loop.md)"
-                                       if rows[0]["phases"] == "spread" else
-                                       "all C sent at t = 0; a fixed-length run keeps its waves"),
+             "closed-loop phases: " + _phases_note(rows[0]["phases"], phases, engine.engine),
              f"closed-loop KV ({rows[0]['kv_policy']}): {KV_NOTES[rows[0]['kv_policy']]}; "
              + (f"preemptions per level: {', '.join(str(r['preemptions']) for r in rows)}"
                 if any(r["preemptions"] for r in rows) else "the pool never ran out"),
