@@ -11,8 +11,11 @@ fixed number of requests in flight. Its own accuracy gate scores its predictions
 (``tools/accuracy_regression_testing``). The rule, fixed before any row was scored: every aggregated (``agg``)
 run whose model and GPU kvplan has cards for becomes a row, whatever its error. Left out, counted in the script's
 summary: disaggregated runs (their prefill/decode worker split is a different replay), models and GPUs without a
-card (MiniMax-M2.5, Qwen3.5-397B, Kimi-K2.5, GLM-5; B300, GB300), runs without a stated concurrency, and runs whose
-concurrency is not one instance's batch (``batch_size × attention_dp_size``: those ids count several replicas).
+card (MiniMax-M2.5, Qwen3.5-397B, Kimi-K2.5, GLM-5; B300, GB300), runs without a stated concurrency, runs whose
+concurrency is not one instance's batch (``batch_size × attention_dp_size``: those ids count several replicas),
+and a measurement the file lists again (the database dump and the dated result files carry the same runs, some
+labelled DeepSeek-V3 in one and DeepSeek-R1 in another): the same card, engine version, layout, quantisation,
+lengths, batch and concurrency with the same TTFT and TPOT to 6 significant digits, kept once (the first).
 
 Copied as published, unrounded: lengths, parallel sizes, quantisation modes, batch, concurrency, TTFT and TPOT.
 The only text not copied is the local path some gap-analysis rows carry in ``silicon_data_source`` (the file's
@@ -72,7 +75,7 @@ def main() -> None:
     git = Path(args.source)
     text = subprocess.run(["git", "-C", str(git), "show", f"{args.commit}:{PATH}"], check=True,
                           capture_output=True, text=True).stdout
-    rows, dropped = [], Counter()
+    rows, dropped, seen = [], Counter(), set()
     for r in csv.DictReader(text.splitlines()):
         if r["mode"] != "agg":
             dropped["disaggregated run"] += 1
@@ -92,6 +95,14 @@ def main() -> None:
             dropped["concurrency is not one instance's batch"] += 1
             continue
         card, arch = MODELS[r["model_path"]]
+        same = (card, r["backend"], r["backend_version"], r["system"], *(_number(r[k]) for k in (
+            "tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "batch_size")),
+            r["gemm_quant_mode"], r["moe_quant_mode"], r["isl"], r["osl"], concurrency,
+            f"{float(r['silicon_ttft_ms']):.6g}", f"{float(r['silicon_tpot_ms']):.6g}")
+        if same in seen:
+            dropped["the same measurement listed again"] += 1
+            continue
+        seen.add(same)
         rows.append({
             "row_id": r["id"], "provenance": _provenance(r["silicon_data_source"]), "engine": r["backend"],
             "engine_version": r["backend_version"], "checkpoint": r["model_path"], "model_card": card,

@@ -29,7 +29,13 @@ def rows():
 
 
 def test_rows_are_unique_aggregated_single_instance_runs(rows):
-    assert len(rows) == 2397 and len({r["row_id"] for r in rows}) == len(rows)
+    assert len(rows) == 2079 and len({r["row_id"] for r in rows}) == len(rows)
+    # one measurement once: the source lists some runs two or three times (a database dump and dated result
+    # files, DeepSeek-V3 and -R1 labels of one run), which would weigh them more in every median
+    same = {(r["model_card"], r["engine"], r["engine_version"], r["system"], r["tp"], r["pp"], r["attention_dp"],
+             r["moe_tp"], r["moe_ep"], r["batch_size"], r["gemm_quant_mode"], r["moe_quant_mode"], r["isl"], r["osl"],
+             r["concurrency"], f"{float(r['ttft_ms']):.6g}", f"{float(r['tpot_ms']):.6g}") for r in rows}
+    assert len(same) == len(rows)
     for r in rows:
         assert r["engine"] in ("vllm", "sglang", "trtllm") and r["architecture"] in ("dense", "moe")
         # the rule the extraction keeps: C requests in flight are one instance's batch on each attention-DP rank
@@ -83,5 +89,5 @@ def test_closed_loop_tpot_on_every_fortieth_row_meets_the_closed_loop_target():
         out = score.replay(r, dep)
         errors.append(out["tpot_mean_s"] * 1e3 / float(r["tpot_ms"]) - 1)
     e = np.asarray(errors)
-    assert e.size >= 45
+    assert e.size >= 40
     assert np.median(np.abs(e)) <= 0.20 and abs(np.median(e)) <= 0.10, (np.median(np.abs(e)), np.median(e))
