@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvplan.cards.loader import load_model
 from kvplan.plans.deployment import EngineSettings, Parallelism, resolve
 from kvplan.plans.fleet.closed import closed_loop
 from kvplan.plans.sizing.efficiency import Efficiencies
@@ -84,8 +85,6 @@ PREFILL_OVERHEAD: float | None = None  # --prefill-overhead: a what-if in place 
 
 
 def deployment(r: dict):
-    from kvplan.cards.loader import load_model
-
     weights = WEIGHTS.get(r["gemm_quant_mode"] or r["moe_quant_mode"])
     if weights is None:
         raise ValueError(f"quantisation {r['gemm_quant_mode'] or r['moe_quant_mode']!r}")

@@ -123,16 +123,12 @@ def plan_command(
 
         raise InputError("--gpu-cost prices a fleet plan; the closed loop (--concurrency) replays one deployment "
                          "and prices nothing", "drop --gpu-cost, or plan a rate (--qps or --trace) to compare costs")
-    if phases is not None and concurrency is None:
-        from kvplan.errors import InputError
+    for flag, value, what in (("--phases", phases, "sets how a closed loop's requests settle (--concurrency)"),
+                              ("--warmup-requests", warmup_requests, "counts a closed loop's warm-up requests")):
+        if value is not None and concurrency is None:
+            from kvplan.errors import InputError
 
-        raise InputError("--phases sets how a closed loop's requests settle (--concurrency)",
-                         "add --concurrency N, or drop --phases")
-    if warmup_requests is not None and concurrency is None:
-        from kvplan.errors import InputError
-
-        raise InputError("--warmup-requests counts a closed loop's warm-up requests",
-                         "add --concurrency N, or drop --warmup-requests")
+            raise InputError(f"{flag} {what}", f"add --concurrency N, or drop {flag}")
     if concurrency is not None and trace is None:
         qps = 1.0  # closed loop: the rate is not used, only the lengths
     workload = fleet_workload(

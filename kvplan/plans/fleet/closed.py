@@ -242,6 +242,9 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
     if len(concurrency) > MAX_LEVELS:
         raise InputError(f"--concurrency lists {len(concurrency)} values; at most {MAX_LEVELS} (each is one replay)",
                          "e.g. --concurrency 1,2,4,8,16,32,64,128")
+    if phases not in PHASES:
+        raise InputError(f"--phases {ascii(phases)} is not one of {', '.join(k for k in PHASES if k)}",
+                         "auto (the engine's default), waves or spread")
     for c in concurrency:  # every value checked before the first replay runs
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CONCURRENCY:
             closed_loop_check(c)
@@ -272,9 +275,6 @@ def closed_loop_result(model, hardware, workload, concurrency, *, instances: int
     if dep is None:
         raise InputError(f"no usable TP among {', '.join(map(str, choices))}", "pass --tp")
     sample = workload.replay(requests or 5000, seed)
-    if phases not in PHASES:
-        raise InputError(f"--phases {ascii(phases)} is not one of {', '.join(k for k in PHASES if k)}",
-                         "auto (the engine's default), waves or spread")
     rows = [closed_loop(dep, sample.isl, sample.osl, int(c), instances, requests, warmup=warmup,
                         spread=PHASES[phases]) for c in concurrency]
     notes = [*dep.notes, *dep.step_notes, *notes,

@@ -367,18 +367,17 @@ __all__ = ["operator_model", "step_times", "weights_per_gpu", "max_batch", "ENGI
            "flat_efficiencies", "DEFAULT_IMBALANCE", "DEFAULT_IMBALANCE_NOTE"]
 
 
-# MXFP4 experts on a GPU with FP4 tensor cores (Blackwell): TensorRT-LLM runs them with MXFP8 activations, its
-# only activation there (examples/models/core/gpt_oss/README.md, "MoE Support Matrix": Hopper bf16 × mxfp4,
-# Blackwell mxfp8 × mxfp4); aiconfigurator measured that kernel (w4a8_mxfp4_mxfp8) on B200. vLLM's and SGLang's
-# Blackwell defaults are not established, so they keep W4A16 (efficiencies_from_tables applies this).
-
-
-def table_dtype(compute_dtype: str, weights_dtype: str, native_weights: str | None, moe: bool = False) -> str:
+def table_dtype(compute_dtype: str, weights_dtype: str, native_weights: str | None, moe: bool = False,
+                engine: str | None = None, fp4_cores: bool = False) -> str:
     """The per-kernel table's dtype for a GEMM: a native FP8 checkpoint (DeepSeek, Qwen3-FP8) is
     128-block scaled (``fp8_block``), an FP8 quantisation by the engine per-tensor (``fp8``);
-    fp4 → ``nvfp4``; MXFP4 experts on Hopper run W4A16 (``w4a16_mxfp4``)."""
+    fp4 → ``nvfp4``; MXFP4 experts run W4A16 (``w4a16_mxfp4``), except TensorRT-LLM's on a GPU with FP4
+    tensor cores (Blackwell), which take MXFP8 activations, its only activation there
+    (examples/models/core/gpt_oss/README.md, "MoE Support Matrix": Hopper bf16 × mxfp4, Blackwell mxfp8 × mxfp4;
+    aiconfigurator's ``w4a8_mxfp4_mxfp8`` table on B200). vLLM's and SGLang's Blackwell defaults are not
+    established, so they keep W4A16."""
     if weights_dtype == "mxfp4" and moe:
-        return "w4a16_mxfp4"
+        return "w4a8_mxfp4_mxfp8" if engine == "trtllm" and fp4_cores else "w4a16_mxfp4"
     if compute_dtype == "fp8":
         return "fp8_block" if native_weights == "fp8" else "fp8"
     if compute_dtype == "fp4":
@@ -426,9 +425,8 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     effs["router_gemms"] = pick("router GEMMs", perfdb.group_gemm_curve(
         tables, gpu, engine, "bf16", routers, bw, peak_of("bf16"))) if routers else None
     if cost.is_moe:
-        moe_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, moe=True)
-        if moe_dtype == "w4a16_mxfp4" and engine == "trtllm" and hw.peak_flops_per_s.get("fp4"):
-            moe_dtype = "w4a8_mxfp4_mxfp8"  # TensorRT-LLM on Blackwell: the comment above table_dtype
+        moe_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, moe=True,
+                                engine=engine, fp4_cores=bool(hw.peak_flops_per_s.get("fp4")))
         inter = card.moe.expert_params / (3 * card.hidden_size)
         gpus = tp * float(np.max(np.asarray(par.dp)))
         moe_tp, moe_ep = (1.0, gpus) if par.expert_parallel else (gpus, 1.0)
