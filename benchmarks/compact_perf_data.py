@@ -464,6 +464,32 @@ def moe_wideep(root, out, sources):
                                   "inter_size", "topk", "num_experts", "moe_ep", "latency_s", "src_row"], rows)
 
 
+# TensorRT-LLM's FP8 activation-quantisation kernels (aiconfigurator collector/trtllm/collect_computescale.py):
+# compute_scale = dynamic per-tensor quantisation minus static (the amax reduction), scale_matrix = the static
+# quantise itself. The FP8 GEMM rows include both (that collector's Linear has no input_scale, so TensorRT-LLM runs
+# its dynamic path); a checkpoint with static input scales pays neither where its input arrives in FP8
+# (kvplan.calc.perfdb.STATIC_FP8). Kept at the GEMM table's m (POW2_M) and every k the source measured.
+QUANTIZE_TABLES = {"computescale_perf": "compute_scale", "scale_matrix_perf": "scale_matrix"}
+
+
+def quantize(root, out, sources):
+    rows = []
+    for gpu in GPUS:
+        for table, op in QUANTIZE_TABLES.items():
+            def keep(df):
+                return df[df.m.isin(POW2_M) & (df.quant_dtype == "fp8")].sort_values(["k", "m"])
+
+            found = pick(root, gpu, "quantize", "trtllm", table, keep, sources)
+            if not found:
+                continue
+            ver, df = found
+            for r in df.itertuples():
+                # compute_scale is a difference of two timings, clamped at 0 by its collector: kept as measured
+                lat = "0" if float(r.latency) == 0.0 else ms_to_s(r.latency)
+                rows.append([gpu, "trtllm", ver, op, r.m, r.k, lat, r.src_row])
+    write(out, "quantize.csv", ["gpu", "backend", "backend_version", "op", "m", "k", "latency_s", "src_row"], rows)
+
+
 def _is_pow(x: int, base: int) -> bool:
     while x > 1 and x % base == 0:
         x //= base
@@ -487,6 +513,7 @@ def main() -> None:
     comm(root, out, sources)
     moe_a2a(root, out, sources)
     moe_wideep(root, out, sources)
+    quantize(root, out, sources)
     rows = sorted({(g, b, v, f"{DATA_SUBDIR}/{p.relative_to(root)}") for g, b, v, p in sources})
     with open(out / "sources.csv", "w", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")

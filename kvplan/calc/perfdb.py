@@ -58,10 +58,82 @@ ENGINE_STAND_INS = {
 }
 
 
+# TensorRT-LLM per-tensor FP8 GEMMs of a checkpoint with static input scales, read from the dynamic-FP8 rows less the
+# activation-quantisation kernels that checkpoint does not run: table dtype -> (quantize ops subtracted, why).
+# aiconfigurator's TensorRT-LLM GEMM collector builds its FP8 Linear without an input_scale, so every fp8 row runs the
+# dynamic path (collector/trtllm/collect_gemm.py @095f58a: "the collected fp8 GEMM includes the compute-scale
+# overhead"); its collect_computescale.py times that path's two parts (compute_scale = dynamic − static per-tensor
+# quantisation, scale_matrix = the static quantise), kvplan/data/perf/quantize.csv. aiconfigurator prices such a
+# checkpoint (its fp8_static mode: per-tensor FP8 without a dynamic-activation marker, as ModelOpt's FP8 exports
+# are: sdk/models/helpers.py _infer_quant_modes_from_raw_config) as the fp8 row minus compute_scale, and minus
+# scale_matrix too for a GEMM whose input arrives in FP8 from the kernel before it (the attention output into O,
+# the gated activation into down: sdk/models/llama.py low_precision_input; rust operators/gemm.rs GemmOp::query),
+# floored at the GEMM's roofline.
+STATIC_FP8 = {
+    "fp8_static": (("compute_scale",), "static input scale: the dynamic scale's amax reduction not run"),
+    "fp8_static_in": (("compute_scale", "scale_matrix"), "static input scale, input already FP8: no quantise run"),
+}
+STATIC_FP8_INPUT = ("O", "down")   # the GEMMs whose input the kernel before them writes in FP8 (llama.py)
+STATIC_FP8_NOTE = ("TensorRT-LLM per-tensor FP8 (a ModelOpt checkpoint: static activation scales): each GEMM is "
+                   "aiconfigurator's dynamic-FP8 row less its measured compute_scale kernel, O and down also less "
+                   "the quantise (their input arrives in FP8), floored at the roofline, as aiconfigurator's "
+                   "fp8_static mode prices it (kvplan.calc.perfdb.STATIC_FP8)")
+
+
+def _static_fp8_rows(tables: PerfTables, gpu: str, backend: str, version: str, rows: dict, ops: tuple,
+                     bw: float, peak: float) -> dict | None:
+    """The fp8 GEMM rows with each row's quantisation kernels at its own (m, k) taken off, floored at the GEMM's
+    roofline; None where the quantize table has no rows of this GPU and version."""
+    q = tables.select("quantize", gpu=gpu, backend=backend)
+    if q is None:
+        return None
+    q = {c: v[q["backend_version"] == version] for c, v in q.items()}
+    delta = np.zeros(len(rows["latency_s"]))
+    for op in ops:
+        sel = q["op"] == op
+        if not sel.any():
+            return None
+        table = {(m, k): lat for m, k, lat in zip(q["m"][sel].tolist(), q["k"][sel].tolist(),
+                                                   q["latency_s"][sel].tolist())}
+        ks = distinct_values(q["k"][sel])
+        for i, (m, k) in enumerate(zip(rows["m"].tolist(), rows["k"].tolist())):
+            if (m, k) in table:
+                delta[i] += table[(m, k)]
+            else:                                   # k between measured ones: linear in log k, held at the ends
+                kq = min(max(k, ks[0]), ks[-1])
+                lo, hi, w = gemm_grid._bracket(ks, float(kq))
+                a, b = table.get((m, lo)), table.get((m, hi))
+                if a is None or b is None:
+                    return None
+                delta[i] += (1 - w) * a + w * b
+    m, n, k = rows["m"], rows["n"], rows["k"]
+    sol = np.maximum(n * k * BYTES["fp8"] / bw, 2 * m * n * k / peak)
+    out = dict(rows)
+    out["latency_s"] = np.maximum(rows["latency_s"] - delta, sol)
+    return out
+
+
 @_memo   # curves are frozen: one per shape and GPU
 def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, k: float, bw: float,
                peak: float) -> Curve | None:
     """η(m) of one GEMM at its per-GPU (n, k) (:func:`kvplan.calc.gemm_grid.measured_curve`)."""
+    static = STATIC_FP8.get(dtype)
+    if static is not None:
+        backend, rows = tables.backend("gemm", gpu, engine, dtype="fp8")
+        rows_key = ("static fp8 rows", gpu, backend, dtype, bw, peak)   # once for every shape priced on them
+        if rows is not None and rows_key not in tables._cache:
+            tables._cache[rows_key] = _static_fp8_rows(tables, gpu, backend, str(rows["backend_version"][0]), rows,
+                                                       static[0], bw, peak)
+        found = rows is not None and tables._cache[rows_key]
+        if not found:                     # no quantize rows for this GPU: the dynamic rows, said so in the source
+            curve = gemm_curve(tables, gpu, engine, "fp8", n, k, bw, peak)
+            return None if curve is None else Curve(curve.sizes, curve.eta, f"{curve.source} (dynamic-FP8 rows: "
+                                                    f"no quantize rows for {dtype} on {gpu})")
+        head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} fp8 static-scale GEMM"
+        key = ("gemm pairs", gpu, backend, dtype)
+        if key not in tables._cache:
+            tables._cache[key] = gemm_grid.measured_pairs(found)
+        return gemm_grid.measured_curve(found, n, k, BYTES["fp8"], bw, peak, head, tables._cache[key])
     read_by, by_why = ENGINE_STAND_INS.get((engine, dtype), (engine, ""))
     backend, rows = tables.backend("gemm", gpu, read_by, dtype=dtype)
     read_as, why = dtype, ""
@@ -87,7 +159,8 @@ def group_gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, gemm
     """η(m) of a layer group's GEMMs run at one m, ``gemms`` its (label, n, k, weight) per GPU
     (:meth:`kvplan.calc.shapes.Shapes.gemm_list`): each GEMM's :func:`gemm_curve`, combined as
     ``1 / Σ f_g / η_g(m)`` (:func:`kvplan.calc.gemm_grid.group_curve`); None where any has no rows."""
-    curves = [gemm_curve(tables, gpu, engine, dtype, float(n), float(k), bw, peak) for _, n, k, _ in gemms]
+    curves = [gemm_curve(tables, gpu, engine, "fp8_static_in" if dtype == "fp8_static" and label in STATIC_FP8_INPUT
+                         else dtype, float(n), float(k), bw, peak) for label, n, k, _ in gemms]
     if any(c is None for c in curves) or len(curves) == 1:
         return curves[0] if len(curves) == 1 else None
     return gemm_grid.group_curve([(g[3], c) for g, c in zip(gemms, curves)], gemm_grid.group_source(gemms, curves))

@@ -24,9 +24,9 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "perf"
 EXTRA = ("aiter", "rccl")
 # Who measured a backend's rows, for the curves' sources and the notes (default: NVIDIA aiconfigurator).
 ORIGIN = {"aiter": "AMD", "rccl": "AMD ROCm blog (rccl-tests on 8 MI300X, ROCm/rocm-blogs @c263176)"}
-BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "w4a16_mxfp4": 0.5,
+BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp8_static": 1.0, "fp8_block": 1.0, "nvfp4": 0.5, "w4a16_mxfp4": 0.5,
          "w4a8_mxfp4_mxfp8": 0.5, "int8_wo": 1.0, "int4_wo": 0.5, "sq": 1.0}
-PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
+PEAK_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp8_static": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
               "w4a16_mxfp4": "bf16", "w4a8_mxfp4_mxfp8": "fp8", "int8_wo": "bf16", "int4_wo": "bf16", "sq": "int8"}
 KNOWN_BACKENDS = ("trtllm", "vllm", "sglang", "aiter")
 

@@ -370,7 +370,8 @@ __all__ = ["operator_model", "step_times", "weights_per_gpu", "max_batch", "ENGI
 def table_dtype(compute_dtype: str, weights_dtype: str, native_weights: str | None, moe: bool = False,
                 engine: str | None = None, fp4_cores: bool = False) -> str:
     """The per-kernel table's dtype for a GEMM: a native FP8 checkpoint (DeepSeek, Qwen3-FP8) is
-    128-block scaled (``fp8_block``), an FP8 quantisation by the engine per-tensor (``fp8``);
+    128-block scaled (``fp8_block``), an FP8 quantisation by the engine per-tensor (``fp8``), on TensorRT-LLM
+    with static activation scales (``fp8_static``: a ModelOpt FP8 checkpoint, the form TensorRT-LLM loads);
     fp4 → ``nvfp4``; MXFP4 experts run W4A16 (``w4a16_mxfp4``), except TensorRT-LLM's on a GPU with FP4
     tensor cores (Blackwell), which take MXFP8 activations, its only activation there
     (examples/models/core/gpt_oss/README.md, "MoE Support Matrix": Hopper bf16 × mxfp4, Blackwell mxfp8 × mxfp4;
@@ -379,7 +380,11 @@ def table_dtype(compute_dtype: str, weights_dtype: str, native_weights: str | No
     if weights_dtype == "mxfp4" and moe:
         return "w4a8_mxfp4_mxfp8" if engine == "trtllm" and fp4_cores else "w4a16_mxfp4"
     if compute_dtype == "fp8":
-        return "fp8_block" if native_weights == "fp8" else "fp8"
+        if native_weights == "fp8":
+            return "fp8_block"
+        # TensorRT-LLM runs per-tensor FP8 from a pre-quantised (ModelOpt) checkpoint, whose activation scales are
+        # static: its GEMMs read without the dynamic quantisation kernels (kvplan.calc.perfdb.STATIC_FP8)
+        return "fp8_static" if engine == "trtllm" and not moe else "fp8"
     if compute_dtype == "fp4":
         return "nvfp4"
     if compute_dtype == "int8":
@@ -414,7 +419,7 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
         used.append(f"{what}: {curve.source}")
         return curve
 
-    gemm_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype)
+    gemm_dtype = table_dtype(machine.compute_dtype, cost.weights_dtype, card.weights_dtype, engine=engine)
     effs = {}
     for kind in ("attention", "mlp"):
         effs[f"{kind}_gemms"] = pick(f"{kind} GEMMs", perfdb.group_gemm_curve(    # each GEMM at its own (n, k)
@@ -458,6 +463,8 @@ def efficiencies_from_tables(tables, card: ModelCard, hw: HardwareCard, machine,
     label, source_note = perfdb.origin(tables, gpu)
     if used:
         notes.append(f"per-kernel tables ({label}) for {hw.name}, tp {tp}: " + "; ".join(used))
+        if gemm_dtype == "fp8_static":
+            notes.append(perfdb.STATIC_FP8_NOTE)
         notes.extend([source_note] if source_note else [])
     if collectives:
         notes.append(f"collectives on ≤ 8 GPUs of one node: measured latency vs message size ({hw.name}: " + "; ".join(sorted(
