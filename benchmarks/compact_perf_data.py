@@ -99,7 +99,7 @@ MOE_MODELS = {
     (6144, 16384, 2, 8): "Mixtral-8x22B",
 }
 MOE_TOKENS = [1, 4, 16, 64, 256, 1024, 4096, 16384]
-MOE_PAR = [(1, 1), (8, 1), (1, 8), (1, 32)]  # (moe_tp, moe_ep)
+MOE_PAR = [(1, 1), (2, 1), (4, 1), (8, 1), (1, 2), (1, 4), (1, 8), (1, 32)]  # (moe_tp, moe_ep)
 MOE_DTYPES = ["bfloat16", "fp8", "fp8_block", "nvfp4", "w4a16_mxfp4", "w4a8_mxfp4_mxfp8"]
 MOE_DIST = ["balanced", "power_law_1.01"]
 A2A_SHAPES = {(7168, 8, 256): "DeepSeek-V3/R1", (4096, 8, 128): "Qwen3-235B-A22B"}  # (hidden, topk, experts)

@@ -149,20 +149,26 @@ def test_mtp_draft_pass_pays_its_own_kernels_not_the_targets():
 
 
 def test_moe_efficiency_at_an_unmeasured_ep_size_is_geometric_between_the_measured_ones():
-    """EP4 is not measured for DeepSeek-V3's MoE shape on H200 (EP1 and EP8 are): its η at every measured token
-    count is η_EP1^(1/3) × η_EP8^(2/3) (w = ln 4 / ln 8 = 2/3); a measured EP size is taken as measured."""
+    """EP16 is not kept for DeepSeek-V3's MoE shape on H200 (EP 1, 2, 4, 8 and 32 are): its η at every measured
+    token count is η_EP8^(1/2) × η_EP32^(1/2) (w = ln 2 / ln 4 = 1/2); a measured EP size (EP4, EP8) is taken as
+    measured, and so is a measured TP split of the experts (moe_tp 4)."""
     from kvplan.calc.perfdb import load_default, moe_curve
 
     tables = load_default()
     args = ("h200_sxm", "trtllm", "fp8_block", 7168, 2048, 8, 256)
     bw, peak = 4.8e12, 1979e12
-    ep1 = moe_curve(tables, *args, 1, 1, bw, peak)
     ep8 = moe_curve(tables, *args, 1, 8, bw, peak)
-    ep4 = moe_curve(tables, *args, 1, 4, bw, peak)
-    assert "moe_ep 1" in ep1.source and "moe_ep 8" in ep8.source and "geometric between" in ep4.source
+    ep32 = moe_curve(tables, *args, 1, 32, bw, peak)
+    ep16 = moe_curve(tables, *args, 1, 16, bw, peak)
+    assert "moe_ep 8" in ep8.source and "moe_ep 32" in ep32.source and "geometric between" in ep16.source
     tokens = np.asarray(ep8.sizes)
-    assert_allclose(ep4(tokens), ep1(tokens) ** (1 / 3) * ep8(tokens) ** (2 / 3), rtol=1e-12)
+    assert_allclose(ep16(tokens), ep8(tokens) ** 0.5 * ep32(tokens) ** 0.5, rtol=1e-12)
     assert moe_curve(tables, *args, 1, 8, bw, peak).eta == ep8.eta
+    ep4 = moe_curve(tables, *args, 1, 4, bw, peak)
+    assert ep4.source.endswith("moe_tp 1, moe_ep 4") and "geometric" not in ep4.source
+    tp4 = moe_curve(tables, *args, 4, 1, bw, peak)
+    assert tp4.source.endswith("moe_tp 4, moe_ep 1")
+    assert tp4.eta != moe_curve(tables, *args, 8, 1, bw, peak).eta
 
 
 # DeepGEMM README @55ab91f (H800 SXM5, NVCC 12.8), masked layout: 4 groups × m 256 of N 4096 × K 7168 at
