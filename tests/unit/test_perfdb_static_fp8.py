@@ -121,3 +121,17 @@ def test_latency_explains_the_static_reading_on_tensorrt_llm_only(engine, stated
     text = " ".join((out.stdout + out.stderr).split())   # the notes go to stderr
     assert ("ModelOpt checkpoint: static activation scales" in text) is stated
     assert ("fp8 static-scale GEMMs" in text) is stated
+
+
+@pytest.mark.parametrize("gpu,bw,peak", [("h100_sxm", 3.35e12, 1979e12), ("h200_sxm", 4.8e12, 1979e12),
+                                         ("b200_sxm", 8e12, 4500e12)])
+def test_every_static_row_lies_between_its_roofline_and_its_dynamic_row(gpu, bw, peak):
+    """Invariant over every fp8 GEMM row of the GPU: the kernels taken off are non-negative and the floor holds."""
+    tables = perfdb.load_default()
+    backend, rows = tables.backend("gemm", gpu, "trtllm", dtype="fp8")
+    version = str(rows["backend_version"][0])
+    for ops in (("compute_scale",), ("compute_scale", "scale_matrix")):
+        out = perfdb._static_fp8_rows(tables, gpu, backend, version, rows, ops, bw, peak)
+        sol = np.maximum(rows["n"] * rows["k"] / bw, 2 * rows["m"] * rows["n"] * rows["k"] / peak)
+        assert np.all(out["latency_s"] <= rows["latency_s"]) and np.all(out["latency_s"] >= sol * (1 - 1e-12))
+        assert np.mean(out["latency_s"] < rows["latency_s"]) > 0.99      # and the kernels are taken off nearly everywhere
