@@ -216,7 +216,7 @@ def _ep_interpolated(rows: dict, bracket: tuple[float, float], moe_ep: float, dt
 
     The power-law rows time the most-loaded EP rank, whose excess over the mean grows with the number
     of EP groups (aiconfigurator's collector swaps the heaviest expert group onto the measured rank):
-    EP4 sits between EP1 (every expert local: no rank imbalance) and EP8, so its η is
+    EP16 sits between EP8 and EP32 (the kept sizes: benchmarks/compact_perf_data.py MOE_PAR), so its η is
     ``η_lo^(1−w) η_hi^w`` with ``w = ln(ep/ep_lo) / ln(ep_hi/ep_lo)`` at every measured token count.
     """
     lo_ep, hi_ep = bracket
