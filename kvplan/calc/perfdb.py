@@ -59,7 +59,7 @@ ENGINE_STAND_INS = {
 
 
 # TensorRT-LLM per-tensor FP8 GEMMs of a checkpoint with static input scales, read from the dynamic-FP8 rows less the
-# activation-quantisation kernels that checkpoint does not run: table dtype -> (quantize ops subtracted, why).
+# activation-quantisation kernels that checkpoint does not run: table dtype -> the quantize ops subtracted.
 # aiconfigurator's TensorRT-LLM GEMM collector builds its FP8 Linear without an input_scale, so every fp8 row runs the
 # dynamic path (collector/trtllm/collect_gemm.py @095f58a: "the collected fp8 GEMM includes the compute-scale
 # overhead"); its collect_computescale.py times that path's two parts (compute_scale = dynamic − static per-tensor
@@ -70,8 +70,8 @@ ENGINE_STAND_INS = {
 # the gated activation into down: sdk/models/llama.py low_precision_input; rust operators/gemm.rs GemmOp::query),
 # floored at the GEMM's roofline.
 STATIC_FP8 = {
-    "fp8_static": (("compute_scale",), "static input scale: the dynamic scale's amax reduction not run"),
-    "fp8_static_in": (("compute_scale", "scale_matrix"), "static input scale, input already FP8: no quantise run"),
+    "fp8_static": ("compute_scale",),                    # static input scale: no amax reduction
+    "fp8_static_in": ("compute_scale", "scale_matrix"),  # static input scale, input already FP8: no quantise either
 }
 STATIC_FP8_INPUT = ("O", "down")   # the GEMMs whose input the kernel before them writes in FP8 (llama.py)
 STATIC_FP8_NOTE = ("TensorRT-LLM per-tensor FP8 (a ModelOpt checkpoint: static activation scales): each GEMM is "
@@ -118,39 +118,34 @@ def gemm_curve(tables: PerfTables, gpu: str, engine: str, dtype: str, n: float, 
                peak: float) -> Curve | None:
     """η(m) of one GEMM at its per-GPU (n, k) (:func:`kvplan.calc.gemm_grid.measured_curve`)."""
     static = STATIC_FP8.get(dtype)
-    if static is not None:
-        backend, rows = tables.backend("gemm", gpu, engine, dtype="fp8")
-        rows_key = ("static fp8 rows", gpu, backend, dtype, bw, peak)   # once for every shape priced on them
-        if rows is not None and rows_key not in tables._cache:
-            tables._cache[rows_key] = _static_fp8_rows(tables, gpu, backend, str(rows["backend_version"][0]), rows,
-                                                       static[0], bw, peak)
-        found = rows is not None and tables._cache[rows_key]
-        if not found:                     # no quantize rows for this GPU: the dynamic rows, said so in the source
-            curve = gemm_curve(tables, gpu, engine, "fp8", n, k, bw, peak)
-            return None if curve is None else Curve(curve.sizes, curve.eta, f"{curve.source} (dynamic-FP8 rows: "
-                                                    f"no quantize rows for {dtype} on {gpu})")
-        head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} fp8 static-scale GEMM"
-        key = ("gemm pairs", gpu, backend, dtype)
-        if key not in tables._cache:
-            tables._cache[key] = gemm_grid.measured_pairs(found)
-        return gemm_grid.measured_curve(found, n, k, BYTES["fp8"], bw, peak, head, tables._cache[key])
-    read_by, by_why = ENGINE_STAND_INS.get((engine, dtype), (engine, ""))
-    backend, rows = tables.backend("gemm", gpu, read_by, dtype=dtype)
-    read_as, why = dtype, ""
-    if rows is None and (gpu, dtype) in DTYPE_STAND_INS:
-        read_as, why = DTYPE_STAND_INS[(gpu, dtype)]
+    query = "fp8" if static else dtype                  # a static-scale GEMM starts from the dynamic-FP8 rows
+    read_by, by_why = ENGINE_STAND_INS.get((engine, query), (engine, ""))
+    backend, rows = tables.backend("gemm", gpu, read_by, dtype=query)
+    read_as, why = query, ""
+    if rows is None and (gpu, query) in DTYPE_STAND_INS:
+        read_as, why = DTYPE_STAND_INS[(gpu, query)]
         backend, rows = tables.backend("gemm", gpu, engine, dtype=read_as)
     if rows is None:
         return None
-    label = read_as if read_as == dtype else f"{read_as} (for {dtype}: {why})"
+    label = read_as if read_as == query else f"{read_as} (for {query}: {why})"
     if by_why and backend == read_by:
         label = f"{label} (for {engine}, whose own rows were timed without CUDA graphs: kvplan.calc.perfdb.ENGINE_STAND_INS)"
-    head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} {label} GEMM"
     # the query's bytes per weight and peak: a stand-in dtype has the same width and peak (DTYPE_STAND_INS)
     key = ("gemm pairs", gpu, backend, read_as)        # the rows' measured grid, once for every shape priced on it
     if key not in tables._cache:
         tables._cache[key] = gemm_grid.measured_pairs(rows)
-    return gemm_grid.measured_curve(rows, n, k, BYTES.get(dtype, 2.0), bw, peak, head, tables._cache[key])
+    if static:
+        rows_key = ("static fp8 rows", gpu, backend, dtype, bw, peak)   # once for every shape priced on them
+        if rows_key not in tables._cache:
+            tables._cache[rows_key] = _static_fp8_rows(tables, gpu, backend, str(rows["backend_version"][0]), rows,
+                                                       static, bw, peak)
+        if tables._cache[rows_key] is None:  # no quantize rows for this GPU: the dynamic rows, said so in the source
+            curve = gemm_curve(tables, gpu, engine, "fp8", n, k, bw, peak)
+            return None if curve is None else Curve(curve.sizes, curve.eta, f"{curve.source} (dynamic-FP8 rows: "
+                                                    f"no quantize rows for {dtype} on {gpu})")
+        rows, label = tables._cache[rows_key], "fp8 static-scale"
+    head = f"{ORIGIN.get(backend, 'aiconfigurator')} {backend} {rows['backend_version'][0]} {label} GEMM"
+    return gemm_grid.measured_curve(rows, n, k, BYTES.get(query, 2.0), bw, peak, head, tables._cache[key])
 
 
 @_memo
